@@ -1,0 +1,255 @@
+/* mtplx.h: the whole public API of libmtplx.
+ *
+ * mtplx is a local LLM inference runtime that decodes faster than plain
+ * autoregressive decoding by multi-token prediction: an MTP head drafts k
+ * tokens, the base model verifies k+1 positions in one forward pass, and an
+ * exact Leviathan-Chen rejection test commits the accepted prefix.
+ *
+ * Conventions:
+ *  - Every fallible function returns mtplx_status. On failure a message that
+ *    names the file / field and what was expected is kept per thread and read
+ *    with mtplx_last_error() (the library never prints to stdout, never exits).
+ *  - Handles are opaque and come back through out pointers; *_free(NULL) is a
+ *    no-op.
+ *  - Memory returned to the caller says who frees it in the comment above the
+ *    function; "caller frees" means with free().
+ */
+#ifndef MTPLX_H
+#define MTPLX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MTPLX_VERSION "0.1.0"
+#define MTPLX_MAX_DRAFT 8
+
+typedef enum mtplx_status {
+    MTPLX_OK = 0,
+    MTPLX_ERR_ARG = 1,         /* a bad argument from the caller */
+    MTPLX_ERR_IO = 2,          /* open / read / write / mmap failed */
+    MTPLX_ERR_FORMAT = 3,      /* a file or document is malformed */
+    MTPLX_ERR_UNSUPPORTED = 4, /* well formed, but not something we run */
+    MTPLX_ERR_NOMEM = 5,
+    MTPLX_ERR_RANGE = 6,       /* context full, prompt too long, bad id */
+    MTPLX_ERR_CANCELLED = 7,
+    MTPLX_ERR_INTERNAL = 8,
+} mtplx_status;
+
+/* Short stable name of a status ("ok", "format", ...). Static storage. */
+const char *mtplx_status_name(mtplx_status st);
+/* Message of the last failure on this thread ("" if none). Valid until the
+ * next failing call on the same thread. */
+const char *mtplx_last_error(void);
+
+/* ------------------------------------------------------------------ */
+/* Tokenizers                                                          */
+/* ------------------------------------------------------------------ */
+
+typedef struct mtplx_tokenizer mtplx_tokenizer;
+
+/* Load a tokenizer from a tokenizer.json, an HF folder, a GGUF file
+ * (vocab-only allowed) or a llama2.c tokenizer.bin. */
+mtplx_status mtplx_tokenizer_load(const char *path, mtplx_tokenizer **out);
+void mtplx_tokenizer_free(mtplx_tokenizer *tok);
+
+/* Encode UTF-8 text. add_special: add BOS/EOS as the tokenizer's own config
+ * says. parse_special: turn special-token strings in the text into their ids
+ * (otherwise they are encoded as plain text). *ids_out: caller frees. */
+mtplx_status mtplx_tokenize(const mtplx_tokenizer *tok, const char *text, size_t len,
+                            bool add_special, bool parse_special, int32_t **ids_out,
+                            size_t *n_out);
+/* Decode ids to text. skip_special: drop control / special tokens.
+ * *text_out: caller frees (NUL terminated; *len_out excludes the NUL). */
+mtplx_status mtplx_detokenize(const mtplx_tokenizer *tok, const int32_t *ids, size_t n,
+                              bool skip_special, char **text_out, size_t *len_out);
+int32_t mtplx_tokenizer_vocab_size(const mtplx_tokenizer *tok);
+/* The raw vocabulary entry of id (as stored, e.g. "Ġthe"); NULL if out of range. */
+const char *mtplx_token_piece(const mtplx_tokenizer *tok, int32_t id);
+int32_t mtplx_token_bos(const mtplx_tokenizer *tok); /* -1 if none */
+int32_t mtplx_token_eos(const mtplx_tokenizer *tok); /* -1 if none */
+/* True for tokens that end a generation (EOS, EOT, <|im_end|>, ...). */
+bool mtplx_token_is_eog(const mtplx_tokenizer *tok, int32_t id);
+/* True for control / special tokens. */
+bool mtplx_token_is_special(const mtplx_tokenizer *tok, int32_t id);
+
+/* Streaming detokenizer: turns ids into text one at a time and only ever
+ * hands out complete UTF-8 (byte-fallback pieces split over several ids are
+ * held back until their character is complete). */
+typedef struct mtplx_detok mtplx_detok;
+mtplx_status mtplx_detok_new(const mtplx_tokenizer *tok, bool skip_special, mtplx_detok **out);
+/* Push one id; *text (owned by the detok, valid until the next call) gets the
+ * newly completed text, possibly empty. */
+mtplx_status mtplx_detok_push(mtplx_detok *d, int32_t id, const char **text, size_t *len);
+/* Whatever is still held back, with invalid bytes as U+FFFD. */
+mtplx_status mtplx_detok_flush(mtplx_detok *d, const char **text, size_t *len);
+void mtplx_detok_reset(mtplx_detok *d);
+void mtplx_detok_free(mtplx_detok *d);
+
+/* ------------------------------------------------------------------ */
+/* Chat templates (a Jinja subset interpreter)                         */
+/* ------------------------------------------------------------------ */
+
+/* Render a Jinja chat template. vars_json is a JSON object whose members
+ * become the template's variables (messages, tools, add_generation_prompt,
+ * bos_token, eos_token, enable_thinking, ...). *out: caller frees. */
+mtplx_status mtplx_template_render(const char *tmpl, const char *vars_json, char **out,
+                                   size_t *out_len);
+
+/* ------------------------------------------------------------------ */
+/* Models                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef struct mtplx_model mtplx_model;
+
+typedef struct mtplx_model_params {
+    const char *tokenizer_path; /* llama2.c .bin: its tokenizer; NULL = look beside it */
+    bool load_mtp;              /* load MTP heads when present (default true) */
+    bool vocab_only;            /* only the tokenizer and metadata */
+} mtplx_model_params;
+
+mtplx_model_params mtplx_model_default_params(void);
+
+/* path: a .gguf file, an HF folder, or a llama2.c .bin. */
+mtplx_status mtplx_model_load(const char *path, const mtplx_model_params *params,
+                              mtplx_model **out);
+void mtplx_model_free(mtplx_model *model);
+
+typedef struct mtplx_model_info {
+    char arch[32];   /* "llama", "qwen2", "qwen3" */
+    char name[128];  /* general.name or folder name */
+    char format[16]; /* "gguf", "hf", "llama2c" */
+    int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
+    float rope_theta, norm_eps;
+    bool tied_embeddings;
+    int64_t n_params;    /* trunk parameters (MTP heads excluded) */
+    uint64_t n_bytes;    /* bytes of all weights */
+    char weight_type[16];/* the type most weight bytes are in: "Q8_0", "BF16", ... */
+    int32_t n_mtp;       /* MTP heads loaded (0 = none) */
+    int64_t n_mtp_params;
+} mtplx_model_info;
+
+void mtplx_model_get_info(const mtplx_model *model, mtplx_model_info *out);
+/* Owned by the model. */
+const mtplx_tokenizer *mtplx_model_tokenizer(const mtplx_model *model);
+/* The model's own chat template, or NULL. Owned by the model. */
+const char *mtplx_model_chat_template(const mtplx_model *model);
+
+/* ------------------------------------------------------------------ */
+/* Contexts and the forward pass                                       */
+/* ------------------------------------------------------------------ */
+
+typedef struct mtplx_ctx mtplx_ctx;
+
+typedef struct mtplx_ctx_params {
+    int32_t n_ctx;     /* KV cache length; 0 = min(model's, 4096) */
+    int32_t n_threads; /* 0 = all cores */
+    int32_t n_batch;   /* most tokens per forward (prefill chunks); 0 = 512 */
+    bool kv_f32;       /* KV cache in F32 instead of F16 */
+} mtplx_ctx_params;
+
+mtplx_ctx_params mtplx_ctx_default_params(void);
+mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, mtplx_ctx **out);
+void mtplx_ctx_free(mtplx_ctx *ctx);
+
+/* Run n tokens at positions n_past .. n_past+n-1 and append them to the KV
+ * cache. all_logits: keep logits for every token (else only the last). */
+mtplx_status mtplx_forward(mtplx_ctx *ctx, const int32_t *tokens, int32_t n, bool all_logits);
+/* Logits [n_vocab] of token i of the last forward (i < n; i = n-1 when
+ * all_logits was false). Owned by the context, valid until the next forward. */
+const float *mtplx_logits(const mtplx_ctx *ctx, int32_t i);
+int32_t mtplx_ctx_n_past(const mtplx_ctx *ctx);
+int32_t mtplx_ctx_n_ctx(const mtplx_ctx *ctx);
+/* Forget every position >= n_past. O(1). */
+mtplx_status mtplx_ctx_truncate(mtplx_ctx *ctx, int32_t n_past);
+
+/* ------------------------------------------------------------------ */
+/* Sampling and generation                                             */
+/* ------------------------------------------------------------------ */
+
+typedef struct mtplx_sampler_params {
+    float temperature;   /* 0 = greedy */
+    int32_t top_k;       /* 0 = off */
+    float top_p;         /* 1 = off */
+    float min_p;         /* 0 = off */
+    float repeat_penalty;/* 1 = off */
+    int32_t repeat_last_n;
+    float presence_penalty;
+    float frequency_penalty;
+    uint64_t seed;
+} mtplx_sampler_params;
+
+mtplx_sampler_params mtplx_sampler_default_params(void);
+
+/* How a generated token came to be. */
+typedef enum mtplx_token_source {
+    MTPLX_SRC_SAMPLED = 0,  /* plain AR sample from the target */
+    MTPLX_SRC_DRAFTED = 1,  /* drafted by the MTP head and accepted */
+    MTPLX_SRC_VERIFIER = 2, /* residual / bonus sample of the verifier */
+} mtplx_token_source;
+
+typedef struct mtplx_token_event {
+    int32_t id;
+    const char *text; /* complete UTF-8 produced by this token (may be empty) */
+    size_t text_len;
+    mtplx_token_source source;
+    int32_t draft_pos; /* 1-based draft position for DRAFTED, else 0 */
+    float logprob;     /* log p(id) under the target after sampling transforms */
+} mtplx_token_event;
+
+/* Return non-zero to stop generation (the token is still committed). */
+typedef int (*mtplx_token_cb)(const mtplx_token_event *ev, void *user);
+
+/* Optional constraint: set logits of forbidden tokens to -INFINITY given the
+ * tokens generated so far. Applied to the target and the draft alike, so MTP
+ * stays exact. */
+typedef void (*mtplx_mask_cb)(const int32_t *generated, int32_t n_generated, float *logits,
+                              int32_t n_vocab, void *user);
+
+typedef struct mtplx_gen_params {
+    mtplx_sampler_params sampling;
+    int32_t max_tokens;      /* <= 0: until EOS or the context is full */
+    int32_t draft_depth;     /* 0 = plain AR; -1 = model default */
+    bool adaptive_depth;     /* shrink / grow depth with running acceptance */
+    bool ignore_eos;
+    mtplx_mask_cb mask;
+    void *mask_user;
+} mtplx_gen_params;
+
+mtplx_gen_params mtplx_gen_default_params(void);
+
+typedef enum mtplx_stop_reason {
+    MTPLX_STOP_LENGTH = 0,
+    MTPLX_STOP_EOS = 1,
+    MTPLX_STOP_CALLBACK = 2,
+    MTPLX_STOP_CTX_FULL = 3,
+} mtplx_stop_reason;
+
+typedef struct mtplx_gen_stats {
+    int32_t n_prompt, n_cached; /* prompt tokens; of them reused from the cache */
+    int32_t n_gen;
+    double t_prefill_ms, t_decode_ms, t_draft_ms, t_verify_ms;
+    int32_t n_forward; /* target forwards during decode */
+    int32_t draft_depth;
+    int64_t drafted[MTPLX_MAX_DRAFT];  /* drafts offered at position i+1 */
+    int64_t accepted[MTPLX_MAX_DRAFT]; /* of them accepted */
+    mtplx_stop_reason stop;
+} mtplx_gen_stats;
+
+/* Generate after the given full token sequence. The context reuses the
+ * longest prefix already in its KV cache. stats may be NULL. */
+mtplx_status mtplx_generate(mtplx_ctx *ctx, const int32_t *prompt, int32_t n_prompt,
+                            const mtplx_gen_params *params, mtplx_token_cb cb, void *user,
+                            mtplx_gen_stats *stats);
+
+/* Mean tokens committed per target forward during decode (>= 1 with MTP). */
+double mtplx_gen_stats_tokens_per_forward(const mtplx_gen_stats *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MTPLX_H */

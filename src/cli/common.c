@@ -1,0 +1,106 @@
+/* common.c: helpers shared by the command files. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#ifndef MTPLX_DEFAULT_MODEL
+#define MTPLX_DEFAULT_MODEL "models/default.gguf"
+#endif
+
+void cli_error(const char *what) {
+    const char *e = mtplx_last_error();
+    if (e && *e) fprintf(stderr, "mtplx: %s: %s\n", what, e);
+    else fprintf(stderr, "mtplx: %s failed\n", what);
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "mtplx %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see mtplx %s --help)\n", cmd);
+    va_end(ap);
+    return EXIT_USAGE;
+}
+
+const char *cli_home(void) {
+    static char home[PATH_MAX];
+    if (home[0]) return home;
+    const char *h = getenv("MTPLX_HOME");
+    if (h && *h) snprintf(home, sizeof home, "%s", h);
+    else snprintf(home, sizeof home, "%s/.mtplx", getenv("HOME") ? getenv("HOME") : ".");
+    size_t n = strlen(home);
+    while (n > 1 && home[n - 1] == '/') home[--n] = 0;
+    return home;
+}
+
+static bool exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+bool cli_resolve_model(const char *arg, char *buf, size_t cap) {
+    if (!arg) {
+        /* The built-in default: beside the binary's source tree, or the store. */
+        const char *env = getenv("MTPLX_DEFAULT_MODEL");
+        const char *cands[3] = {env, MTPLX_DEFAULT_MODEL, NULL};
+        char store[PATH_MAX];
+        snprintf(store, sizeof store, "%s/models/default.gguf", cli_home());
+        cands[2] = store;
+        for (int i = 0; i < 3; i++) {
+            if (cands[i] && exists(cands[i])) {
+                snprintf(buf, cap, "%s", cands[i]);
+                return true;
+            }
+        }
+        fprintf(stderr, "mtplx: no model given and the built-in default model (%s) is missing; "
+                        "pass -m PATH\n", MTPLX_DEFAULT_MODEL);
+        return false;
+    }
+    if (exists(arg)) {
+        snprintf(buf, cap, "%s", arg);
+        return true;
+    }
+    if (!strchr(arg, '/')) {
+        snprintf(buf, cap, "%s/models/%s", cli_home(), arg);
+        if (exists(buf)) return true;
+        snprintf(buf, cap, "%s/models/%s.gguf", cli_home(), arg);
+        if (exists(buf)) return true;
+    }
+    fprintf(stderr, "mtplx: model '%s': no such file, folder or name in %s/models\n", arg,
+            cli_home());
+    return false;
+}
+
+bool cli_parse_int(const char *cmd, const char *flag, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || errno || end == s || *end || v < lo || v > hi) {
+        cli_usage_error(cmd, "%s expects an integer in [%ld, %ld], got '%s'", flag, lo, hi,
+                        s ? s : "");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_parse_float(const char *cmd, const char *flag, const char *s, double lo, double hi,
+                     double *out) {
+    char *end;
+    errno = 0;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
+        cli_usage_error(cmd, "%s expects a number in [%g, %g], got '%s'", flag, lo, hi,
+                        s ? s : "");
+        return false;
+    }
+    *out = v;
+    return true;
+}

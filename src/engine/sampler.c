@@ -1,0 +1,183 @@
+/* sampler.c: logits -> the distribution a token is drawn from.
+ *
+ * The same function serves plain sampling, the MTP draft and the verifier, so
+ * the Leviathan-Chen test compares distributions made by identical transforms:
+ * penalties -> temperature -> top-k -> top-p -> min-p, in fp32, dense over
+ * the vocabulary. Random numbers come from a counter-based hash of
+ * (seed, position, purpose), so every position has its own stream and a run
+ * is reproducible whatever was drafted before it. */
+#include "engine/engine.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+mtplx_sampler_params mtplx_sampler_default_params(void) {
+    return (mtplx_sampler_params){.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
+                                  .repeat_penalty = 1.0f, .repeat_last_n = 64,
+                                  .presence_penalty = 0.0f, .frequency_penalty = 0.0f, .seed = 0};
+}
+
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+double mtplx_rng_uniform(uint64_t seed, uint64_t pos, uint32_t purpose) {
+    uint64_t h = splitmix64(seed ^ splitmix64(pos ^ splitmix64((uint64_t)purpose << 32)));
+    return (double)(h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static void apply_penalties(float *l, int32_t V, const mtplx_sampler_params *sp,
+                            mtplx_history h) {
+    bool rep = sp->repeat_penalty != 1.0f, pres = sp->presence_penalty != 0.0f,
+         freq = sp->frequency_penalty != 0.0f;
+    if (!(rep || pres || freq) || h.n == 0) return;
+    int32_t n = h.n;
+    if (sp->repeat_last_n > 0 && n > sp->repeat_last_n) n = sp->repeat_last_n;
+    const int32_t *ids = h.ids + (h.n - n);
+    /* Count occurrences with a scratch pass: negative marks visited. */
+    for (int32_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        if (id < 0 || id >= V) continue;
+        int32_t cnt = 0;
+        bool first = true;
+        for (int32_t j = 0; j < n; j++) {
+            if (ids[j] == id) {
+                if (j < i) first = false;
+                cnt++;
+            }
+        }
+        if (!first) continue;
+        if (rep) l[id] = l[id] > 0 ? l[id] / sp->repeat_penalty : l[id] * sp->repeat_penalty;
+        l[id] -= (float)cnt * sp->frequency_penalty + sp->presence_penalty;
+    }
+}
+
+static int cmp_desc(const void *a, const void *b, void *ctx) {
+    const float *p = ctx;
+    float x = p[*(const int32_t *)a], y = p[*(const int32_t *)b];
+    if (x != y) return x > y ? -1 : 1;
+    return *(const int32_t *)a - *(const int32_t *)b;
+}
+
+/* Move the k largest of idx[0..n) (by p) to the front, sorted descending. */
+static void top_sorted(int32_t *idx, int32_t n, int32_t k, const float *p) {
+    if (k < n) {
+        /* quickselect on values */
+        int32_t lo = 0, hi = n - 1;
+        while (lo < hi) {
+            float pivot = p[idx[(lo + hi) / 2]];
+            int32_t i = lo, j = hi;
+            while (i <= j) {
+                while (p[idx[i]] > pivot) i++;
+                while (p[idx[j]] < pivot) j--;
+                if (i <= j) {
+                    int32_t t = idx[i];
+                    idx[i++] = idx[j];
+                    idx[j--] = t;
+                }
+            }
+            if (k - 1 <= j) hi = j;
+            else if (k - 1 >= i) lo = i;
+            else break;
+        }
+    }
+    qsort_r(idx, (size_t)(k < n ? k : n), sizeof *idx, cmp_desc, (void *)p);
+}
+
+void mtplx_sampler_dist(const float *logits, int32_t V, const mtplx_sampler_params *sp,
+                        mtplx_history hist, float *probs, float *work, int32_t *idx) {
+    memcpy(work, logits, (size_t)V * sizeof(float));
+    apply_penalties(work, V, sp, hist);
+    if (sp->temperature <= 0.0f) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < V; i++)
+            if (work[i] > work[best]) best = i;
+        memset(probs, 0, (size_t)V * sizeof(float));
+        probs[best] = 1.0f;
+        return;
+    }
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < V; i++)
+        if (work[i] > mx) mx = work[i];
+    double sum = 0;
+    float inv_t = 1.0f / sp->temperature;
+    for (int32_t i = 0; i < V; i++) {
+        float e = work[i] == -INFINITY ? 0.0f : expf((work[i] - mx) * inv_t);
+        probs[i] = e;
+        sum += e;
+    }
+    for (int32_t i = 0; i < V; i++) probs[i] = (float)(probs[i] / sum);
+    bool top_k = sp->top_k > 0 && sp->top_k < V, top_p = sp->top_p < 1.0f,
+         min_p = sp->min_p > 0.0f;
+    if (!(top_k || top_p || min_p)) return;
+    /* The kept set is idx[0..kept): top-k, then the smallest top-p nucleus
+     * of what top-k kept, then min-p relative to the best kept token.
+     * Renormalising between stages does not change the order, so the final
+     * distribution is the kept probabilities renormalised once. The nucleus
+     * is found in a sorted prefix that widens until it contains it. */
+    int32_t n = 0;
+    for (int32_t i = 0; i < V; i++)
+        if (probs[i] > 0) idx[n++] = i;
+    int32_t K = top_k && sp->top_k < n ? sp->top_k : n, kept = n;
+    double Z = 1.0;
+    if (K < n) {
+        top_sorted(idx, n, K, probs);
+        Z = 0;
+        for (int32_t j = 0; j < K; j++) Z += probs[idx[j]];
+        kept = K;
+    }
+    if (top_p) {
+        int32_t want = K < n ? K : (K < 1024 ? K : 1024);
+        for (;;) {
+            if (K == n) top_sorted(idx, n, want, probs);
+            double c = 0, target = (double)sp->top_p * Z;
+            int32_t j = 0;
+            while (j < want && c < target) c += probs[idx[j++]];
+            if (c >= target || want >= K) {
+                kept = j > 0 ? j : 1;
+                break;
+            }
+            want = want * 4 < K ? want * 4 : K;
+        }
+    }
+    if (min_p) {
+        float mxp = 0;
+        for (int32_t j = 0; j < kept; j++)
+            if (probs[idx[j]] > mxp) mxp = probs[idx[j]];
+        float thr = mxp * sp->min_p;
+        int32_t w = 0;
+        for (int32_t j = 0; j < kept; j++)
+            if (probs[idx[j]] >= thr) idx[w++] = idx[j];
+        kept = w;
+    }
+    double tot = 0;
+    for (int32_t j = 0; j < kept; j++) tot += probs[idx[j]];
+    for (int32_t j = 0; j < kept; j++) work[j] = (float)(probs[idx[j]] / tot);
+    memset(probs, 0, (size_t)V * sizeof(float));
+    for (int32_t j = 0; j < kept; j++) probs[idx[j]] = work[j];
+}
+
+int32_t mtplx_sample_dist(const float *probs, int32_t V, double u) {
+    double c = 0;
+    int32_t last = -1;
+    for (int32_t i = 0; i < V; i++) {
+        if (probs[i] <= 0) continue;
+        c += probs[i];
+        last = i;
+        if (u < c) return i;
+    }
+    return last < 0 ? 0 : last; /* rounding: the last token with mass */
+}
+
+float mtplx_logprob(const float *logits, int32_t V, int32_t id) {
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < V; i++)
+        if (logits[i] > mx) mx = logits[i];
+    double s = 0;
+    for (int32_t i = 0; i < V; i++) s += exp((double)logits[i] - mx);
+    return (float)((double)logits[id] - mx - log(s));
+}

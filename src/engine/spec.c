@@ -1,0 +1,145 @@
+/* spec.c: one step of exact multi-token prediction.
+ *
+ *   draft:  the MTP head proposes d_1..d_k, each sampled from q_i, the head's
+ *           distribution after the same transforms the target uses;
+ *   verify: ONE trunk forward over [x, d_1..d_k] gives p_0..p_k;
+ *   accept: d_i is kept with probability min(1, p_{i-1}(d_i) / q_i(d_i)); at
+ *           the first rejection a token is drawn from normalize(max(0, p - q))
+ *           and the step ends; if all k survive, a bonus token comes from p_k.
+ * This is Leviathan et al. / Chen et al. speculative sampling: the committed
+ * tokens are distributed exactly as plain sampling from the target. At
+ * temperature 0 both distributions are one-hot and the test reduces to
+ * "accept while d_i == argmax p_{i-1}", so greedy text equals AR text.
+ *
+ * Caches: the trunk cache simply drops rejected positions (n_past moves back);
+ * the head's cache is brought up to date from the verified hidden states at
+ * the start of the next step (mtplx_mtp_catch_up), so no extra forward runs. */
+#include "engine/engine.h"
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+static void apply_mask(const mtplx_gen_state *gs, const int32_t *drafts, int32_t n_drafts,
+                       float *logits, int32_t V) {
+    if (!gs->gp->mask) return;
+    /* the constraint sees generated tokens followed by the drafts so far */
+    memcpy(gs->gen + gs->n_gen, drafts, (size_t)n_drafts * sizeof(int32_t));
+    gs->gp->mask(gs->gen, gs->n_gen + n_drafts, logits, V, gs->gp->mask_user);
+}
+
+/* Sampling distribution at a position whose history ends with drafts[0..n). */
+static void dist_at(mtplx_ctx *c, mtplx_gen_state *gs, const int32_t *drafts, int32_t n,
+                    float *logits, float *out) {
+    int32_t V = c->model->hp.n_vocab;
+    apply_mask(gs, drafts, n, logits, V);
+    memcpy(gs->hist + gs->n_hist, drafts, (size_t)n * sizeof(int32_t));
+    mtplx_history h = {gs->hist, gs->n_hist + n};
+    mtplx_sampler_dist(logits, V, &gs->gp->sampling, h, out, c->work, c->work_idx);
+}
+
+static int32_t draw(const float *dist, int32_t V, const mtplx_sampler_params *sp, uint64_t pos,
+                    uint32_t purpose) {
+    if (sp->temperature <= 0.0f) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < V; i++)
+            if (dist[i] > dist[best]) best = i;
+        return best;
+    }
+    return mtplx_sample_dist(dist, V, mtplx_rng_uniform(sp->seed, pos, purpose));
+}
+
+mtplx_status mtplx_spec_step(mtplx_ctx *c, mtplx_gen_state *gs, int32_t x, int32_t k,
+                             mtplx_step_result *res) {
+    const mtplx_model *m = c->model;
+    const mtplx_sampler_params *sp = &gs->gp->sampling;
+    int32_t V = m->hp.n_vocab;
+    int64_t e = m->hp.n_embd;
+    int64_t N = c->n_past; /* x goes to position N */
+    MTPLX_ASSERT(k >= 1 && k <= MTPLX_MAX_DRAFT && N + k + 1 <= c->n_ctx);
+    int32_t d[MTPLX_MAX_DRAFT];
+    memset(res, 0, sizeof *res);
+
+    /* 1. draft: q_1 comes from the head's catch-up pass over the positions
+     *    the last verification committed; deeper drafts feed the head its own
+     *    output hidden state and its own previous draft. */
+    double t0 = mtplx_time_ms();
+    int64_t row = 0;
+    MTPLX_TRY(mtplx_mtp_catch_up(c, x, &row));
+    for (int32_t i = 1; i <= k; i++) {
+        dist_at(c, gs, d, i - 1, c->mtp_acts.logits, c->q[i]);
+        d[i - 1] = draw(c->q[i], V, sp, (uint64_t)(N + i), RNG_DRAFT);
+        if (i == k) break;
+        /* the head overwrites its activations: park its hidden state in the
+         * spare last slot of the pending buffer (empty right after catch-up) */
+        memcpy(c->pend_hidden + (c->n_pend_max - 1) * e, c->mtp_acts.hidden + row * e,
+               (size_t)e * sizeof(float));
+        mtplx_mtp_forward(m, 0, c->be, &c->mtp_kv, &c->mtp_acts, &d[i - 1],
+                          c->pend_hidden + (c->n_pend_max - 1) * e, 1, N + i - 1);
+        row = 0;
+    }
+    double t1 = mtplx_time_ms();
+
+    /* 2. verify all k+1 positions in one forward. */
+    int32_t batch[MTPLX_MAX_DRAFT + 1];
+    batch[0] = x;
+    memcpy(batch + 1, d, (size_t)k * sizeof(int32_t));
+    MTPLX_TRY(mtplx_ctx_decode(c, batch, k + 1, true, false));
+
+    /* 3. accept or correct, position by position. */
+    int32_t a = 0;
+    bool rejected = false;
+    for (int32_t i = 1; i <= k; i++) {
+        float *lg = c->acts.logits + (int64_t)(i - 1) * V;
+        float *p = c->p[i - 1], *q = c->q[i];
+        dist_at(c, gs, d, i - 1, lg, p);
+        float lp = mtplx_logprob(lg, V, d[i - 1]);
+        if (gs->stats) gs->stats->drafted[i - 1]++;
+        double ratio = q[d[i - 1]] > 0 ? (double)p[d[i - 1]] / q[d[i - 1]] : 0.0;
+        bool ok = sp->temperature <= 0.0f
+                      ? p[d[i - 1]] > 0.5f
+                      : mtplx_rng_uniform(sp->seed, (uint64_t)(N + i), RNG_ACCEPT) < ratio;
+        if (ok) {
+            res->ids[res->n] = d[i - 1];
+            res->src[res->n] = MTPLX_SRC_DRAFTED;
+            res->logprob[res->n++] = lp;
+            a++;
+            if (gs->stats) gs->stats->accepted[i - 1]++;
+            continue;
+        }
+        /* residual distribution normalize(max(0, p - q)) */
+        double s = 0;
+        for (int32_t t = 0; t < V; t++) {
+            float r = p[t] - q[t];
+            p[t] = r > 0 ? r : 0;
+            s += p[t];
+        }
+        if (s <= 0) dist_at(c, gs, d, i - 1, lg, p); /* p == q: the residual is p itself */
+        else
+            for (int32_t t = 0; t < V; t++) p[t] = (float)(p[t] / s);
+        int32_t tok = draw(p, V, sp, (uint64_t)(N + i), RNG_RESIDUAL);
+        res->ids[res->n] = tok;
+        res->src[res->n] = MTPLX_SRC_VERIFIER;
+        res->logprob[res->n++] = mtplx_logprob(lg, V, tok);
+        rejected = true;
+        break;
+    }
+    if (!rejected) {
+        float *lg = c->acts.logits + (int64_t)k * V;
+        dist_at(c, gs, d, k, lg, c->p[k]);
+        int32_t tok = draw(c->p[k], V, sp, (uint64_t)(N + k + 1), RNG_RESIDUAL);
+        res->ids[res->n] = tok;
+        res->src[res->n] = MTPLX_SRC_VERIFIER;
+        res->logprob[res->n++] = mtplx_logprob(lg, V, tok);
+    }
+    res->n_accepted = a;
+
+    /* 4. keep x and the accepted drafts; forget the rest. */
+    c->n_past = (int32_t)(N + 1 + a);
+    c->last_n = 0;
+    if (gs->stats) {
+        gs->stats->t_draft_ms += t1 - t0;
+        gs->stats->t_verify_ms += mtplx_time_ms() - t1;
+    }
+    return MTPLX_OK;
+}

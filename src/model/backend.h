@@ -1,0 +1,55 @@
+/* backend.h: the compute interface the model code runs on.
+ *
+ * Model code never calls kernels directly: it calls these ops through a
+ * backend, so a CUDA backend can be added later without touching model code.
+ * Tensors handed to a backend are weights (mtplx_weight, placed by the
+ * backend that owns them) and activation buffers the backend allocated
+ * (buf_alloc), so device placement stays explicit.
+ * The CPU backend is the only one today (backend_cpu.c). */
+#ifndef MTPLX_BACKEND_H
+#define MTPLX_BACKEND_H
+
+#include "core/core.h"
+
+/* A weight matrix of m rows x k columns in one of the GGUF types. */
+typedef struct mtplx_weight {
+    int type;
+    int64_t m, k;
+    const void *data; /* row-major, row stride mtplx_row_size(type, k) */
+} mtplx_weight;
+
+typedef struct mtplx_backend mtplx_backend;
+
+struct mtplx_backend {
+    const char *name;
+    int n_threads;
+    /* y[n][w->m] = x[n][w->k] . W^T (+ bias[m] if bias) */
+    void (*matmul)(mtplx_backend *be, const mtplx_weight *w, const float *bias, const float *x,
+                   int64_t n, float *y);
+    void (*rmsnorm)(mtplx_backend *be, const float *x, const float *w, float *out, int64_t n,
+                    int64_t d, float eps);
+    /* Rotate n rows of n_head heads of head_dim at positions pos0.. by inv_freq
+     * [head_dim/2]; neox: pairs (i, i+hd/2), else (2i, 2i+1). */
+    void (*rope)(mtplx_backend *be, float *x, int64_t n, int n_head, int head_dim, int64_t pos0,
+                 const float *inv_freq, bool neox);
+    void (*silu_mul)(mtplx_backend *be, const float *gate, const float *up, float *out, int64_t n);
+    void (*add)(mtplx_backend *be, float *y, const float *x, int64_t n);
+    /* Write n rows of d floats at row `row` of a KV buffer of kv_type. */
+    void (*kv_store)(mtplx_backend *be, int kv_type, void *kv, int64_t row, const float *src,
+                     int64_t n, int64_t d);
+    void (*attention)(mtplx_backend *be, const float *q, int64_t n_tok, int n_head, int n_head_kv,
+                      int head_dim, const void *k, const void *v, int kv_type, int64_t pos0,
+                      float scale, float *out);
+    /* Row `id` of an embedding weight, as f32 [w->k]. */
+    void (*get_row)(mtplx_backend *be, const mtplx_weight *w, int64_t id, float *out);
+    void *(*buf_alloc)(mtplx_backend *be, size_t bytes);
+    void (*buf_free)(mtplx_backend *be, void *p);
+    void (*free)(mtplx_backend *be);
+};
+
+/* CPU backend with its own thread pool; scratch sized for matmuls of up to
+ * max_k columns and max_n rows, attention over up to n_ctx positions. */
+mtplx_status mtplx_backend_cpu_new(int n_threads, int64_t max_k, int64_t max_n, int64_t n_ctx,
+                                   mtplx_backend **out);
+
+#endif

@@ -1,0 +1,139 @@
+/* backend_cpu.c: the CPU backend: thin wrappers over kernels/ plus the
+ * thread pool and the scratch memory the kernels need. RoPE lives here as it
+ * is a few lines and not worth a kernel variant. */
+#include "kernels/kernels.h"
+#include "model/backend.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+    mtplx_backend base;
+    mtplx_threadpool *tp;
+    void *mm_scratch;
+    size_t mm_scratch_size;
+    void *att_scratch;
+} cpu_backend;
+
+static void cpu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bias,
+                       const float *x, int64_t n, float *y) {
+    cpu_backend *c = (cpu_backend *)be;
+    MTPLX_ASSERT(mtplx_matmul_scratch_size(w->type, w->k, n) <= c->mm_scratch_size);
+    mtplx_matmul(c->tp, w->type, w->data, w->m, w->k, x, n, y, c->mm_scratch);
+    if (bias)
+        for (int64_t i = 0; i < n; i++) mtplx_add(y + i * w->m, bias, w->m);
+}
+
+static void cpu_rmsnorm(mtplx_backend *be, const float *x, const float *w, float *out, int64_t n,
+                        int64_t d, float eps) {
+    mtplx_rmsnorm(x, w, out, n, d, eps);
+}
+
+static void cpu_rope(mtplx_backend *be, float *x, int64_t n, int n_head, int head_dim, int64_t pos0,
+                     const float *inv_freq, bool neox) {
+    int half = head_dim / 2;
+    for (int64_t t = 0; t < n; t++) {
+        float pos = (float)(pos0 + t);
+        for (int i = 0; i < half; i++) {
+            float th = pos * inv_freq[i];
+            float cs = cosf(th), sn = sinf(th);
+            for (int h = 0; h < n_head; h++) {
+                float *v = x + (t * n_head + h) * head_dim;
+                int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+                float x0 = v[a], x1 = v[b];
+                v[a] = x0 * cs - x1 * sn;
+                v[b] = x0 * sn + x1 * cs;
+            }
+        }
+    }
+}
+
+static void cpu_silu_mul(mtplx_backend *be, const float *gate, const float *up, float *out,
+                         int64_t n) {
+    mtplx_silu_mul(gate, up, out, n);
+}
+
+static void cpu_add(mtplx_backend *be, float *y, const float *x, int64_t n) { mtplx_add(y, x, n); }
+
+static void cpu_kv_store(mtplx_backend *be, int kv_type, void *kv, int64_t row, const float *src,
+                         int64_t n, int64_t d) {
+    size_t es = kv_type == MTPLX_TYPE_F32 ? 4 : 2;
+    mtplx_store_rows(kv_type, src, (char *)kv + (size_t)row * (size_t)d * es, n, d);
+}
+
+static void cpu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n_head,
+                          int n_head_kv, int head_dim, const void *k, const void *v, int kv_type,
+                          int64_t pos0, float scale, float *out) {
+    cpu_backend *c = (cpu_backend *)be;
+    mtplx_attention(c->tp, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type, pos0, scale, out,
+                    c->att_scratch);
+}
+
+static void cpu_get_row(mtplx_backend *be, const mtplx_weight *w, int64_t id, float *out) {
+    size_t rs = mtplx_row_size(w->type, w->k);
+    mtplx_dequantize_row(w->type, (const char *)w->data + (size_t)id * rs, out, w->k);
+}
+
+static void *cpu_buf_alloc(mtplx_backend *be, size_t bytes) {
+    void *p = mtplx_aligned_alloc(64, bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+static void cpu_buf_free(mtplx_backend *be, void *p) { free(p); }
+
+static void cpu_free(mtplx_backend *be) {
+    if (!be) return;
+    cpu_backend *c = (cpu_backend *)be;
+    mtplx_threadpool_free(c->tp);
+    free(c->mm_scratch);
+    free(c->att_scratch);
+    free(c);
+}
+
+mtplx_status mtplx_backend_cpu_new(int n_threads, int64_t max_k, int64_t max_n, int64_t n_ctx,
+                                   mtplx_backend **out) {
+    *out = NULL;
+    cpu_backend *c = calloc(1, sizeof *c);
+    if (!c) return mtplx_fail(MTPLX_ERR_NOMEM, "cpu backend: out of memory");
+    if (n_threads <= 0) n_threads = mtplx_cpu_features()->n_cores;
+    mtplx_status st = mtplx_threadpool_new(n_threads, &c->tp);
+    if (st != MTPLX_OK) {
+        free(c);
+        return st;
+    }
+    /* The largest dot-partner conversion is F32 activations kept as they are
+     * (4 bytes/elem); ask the kernels for the worst case over all types. */
+    static const int types[] = {MTPLX_TYPE_F32,  MTPLX_TYPE_F16,  MTPLX_TYPE_BF16, MTPLX_TYPE_Q8_0,
+                                MTPLX_TYPE_Q4_0, MTPLX_TYPE_Q4_K, MTPLX_TYPE_Q6_K};
+    size_t mm = 0;
+    int64_t kk = (max_k + QK_K - 1) / QK_K * QK_K;
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        size_t s = mtplx_matmul_scratch_size(types[i], kk, max_n);
+        if (s > mm) mm = s;
+    }
+    c->mm_scratch_size = mm;
+    c->mm_scratch = mtplx_aligned_alloc(64, mm);
+    c->att_scratch = mtplx_aligned_alloc(64, mtplx_attention_scratch_size(n_ctx, n_threads));
+    if (!c->mm_scratch || !c->att_scratch) {
+        cpu_free(&c->base);
+        return mtplx_fail(MTPLX_ERR_NOMEM, "cpu backend: out of memory for scratch");
+    }
+    c->base = (mtplx_backend){
+        .name = "cpu",
+        .n_threads = n_threads,
+        .matmul = cpu_matmul,
+        .rmsnorm = cpu_rmsnorm,
+        .rope = cpu_rope,
+        .silu_mul = cpu_silu_mul,
+        .add = cpu_add,
+        .kv_store = cpu_kv_store,
+        .attention = cpu_attention,
+        .get_row = cpu_get_row,
+        .buf_alloc = cpu_buf_alloc,
+        .buf_free = cpu_buf_free,
+        .free = cpu_free,
+    };
+    *out = &c->base;
+    return MTPLX_OK;
+}

@@ -1,0 +1,145 @@
+/* forward.c: the decoder forward pass for n tokens (prefill, decode and
+ * verification alike) and the MTP head's forward, on a backend.
+ *
+ * Activations are [n][dim] row-major f32; the KV cache is per layer
+ * [n_ctx][n_head_kv * head_dim] in F16 (default) or F32. Writing positions
+ * pos0.. overwrites whatever a rejected draft left there, which is why
+ * rolling back the cache is only a counter. */
+#include "kernels/kernels.h"
+#include "model/model.h"
+
+#include <math.h>
+#include <string.h>
+
+mtplx_status mtplx_kv_init(mtplx_kv *kv, mtplx_backend *be, const mtplx_hparams *hp, int n_layers,
+                           int64_t n_ctx, bool f32) {
+    memset(kv, 0, sizeof *kv);
+    kv->kv_type = f32 ? MTPLX_TYPE_F32 : MTPLX_TYPE_F16;
+    kv->n_ctx = n_ctx;
+    kv->row = (int64_t)hp->n_head_kv * hp->head_dim;
+    kv->n_layers = n_layers;
+    kv->k = calloc((size_t)n_layers, sizeof(void *));
+    kv->v = calloc((size_t)n_layers, sizeof(void *));
+    if (!kv->k || !kv->v) goto oom;
+    size_t bytes = (size_t)n_ctx * (size_t)kv->row * (f32 ? 4 : 2);
+    for (int i = 0; i < n_layers; i++) {
+        kv->k[i] = be->buf_alloc(be, bytes);
+        kv->v[i] = be->buf_alloc(be, bytes);
+        if (!kv->k[i] || !kv->v[i]) goto oom;
+    }
+    return MTPLX_OK;
+oom:
+    mtplx_kv_free(kv, be);
+    return mtplx_fail(MTPLX_ERR_NOMEM, "out of memory for a KV cache of %lld positions",
+                      (long long)n_ctx);
+}
+
+void mtplx_kv_free(mtplx_kv *kv, mtplx_backend *be) {
+    for (int i = 0; i < kv->n_layers; i++) {
+        if (kv->k) be->buf_free(be, kv->k[i]);
+        if (kv->v) be->buf_free(be, kv->v[i]);
+    }
+    free(kv->k);
+    free(kv->v);
+    memset(kv, 0, sizeof *kv);
+}
+
+mtplx_status mtplx_acts_init(mtplx_acts *a, mtplx_backend *be, const mtplx_hparams *hp,
+                             int64_t n) {
+    memset(a, 0, sizeof *a);
+    a->n_max = n;
+    size_t f = sizeof(float);
+    int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    int64_t wide = qd > hp->n_embd ? qd : hp->n_embd;
+    struct { float **p; int64_t d; } bufs[] = {
+        {&a->x, hp->n_embd}, {&a->xb, wide},         {&a->q, qd},    {&a->k, kvd},
+        {&a->v, kvd},        {&a->att, qd},          {&a->hb, hp->n_ff}, {&a->hb2, hp->n_ff},
+        {&a->hidden, hp->n_embd}, {&a->logits, hp->n_vocab}, {&a->cat, 2 * (int64_t)hp->n_embd}};
+    a->n_logits = n < MTPLX_LOGITS_ROWS ? n : MTPLX_LOGITS_ROWS;
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) {
+        int64_t rows = bufs[i].p == &a->logits ? a->n_logits : n;
+        *bufs[i].p = be->buf_alloc(be, (size_t)rows * (size_t)bufs[i].d * f);
+        if (!*bufs[i].p) {
+            mtplx_acts_free(a, be);
+            return mtplx_fail(MTPLX_ERR_NOMEM, "out of memory for activations of %lld tokens",
+                              (long long)n);
+        }
+    }
+    return MTPLX_OK;
+}
+
+void mtplx_acts_free(mtplx_acts *a, mtplx_backend *be) {
+    float *ps[] = {a->x, a->xb, a->q, a->k, a->v, a->att, a->hb, a->hb2, a->hidden, a->logits, a->cat};
+    for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) be->buf_free(be, ps[i]);
+    memset(a, 0, sizeof *a);
+}
+
+/* One pre-norm decoder layer over a->x [n][n_embd], in place. */
+static void layer_forward(const mtplx_model *m, const mtplx_layer *L, mtplx_backend *be,
+                          void *kcache, void *vcache, int kv_type, mtplx_acts *a, int64_t n,
+                          int64_t pos0) {
+    const mtplx_hparams *hp = &m->hp;
+    int64_t e = hp->n_embd, hd = hp->head_dim;
+    be->rmsnorm(be, a->x, L->attn_norm, a->xb, n, e, hp->norm_eps);
+    be->matmul(be, &L->wq, L->bq, a->xb, n, a->q);
+    be->matmul(be, &L->wk, L->bk, a->xb, n, a->k);
+    be->matmul(be, &L->wv, L->bv, a->xb, n, a->v);
+    if (L->q_norm) be->rmsnorm(be, a->q, L->q_norm, a->q, n * hp->n_head, hd, hp->norm_eps);
+    if (L->k_norm) be->rmsnorm(be, a->k, L->k_norm, a->k, n * hp->n_head_kv, hd, hp->norm_eps);
+    be->rope(be, a->q, n, hp->n_head, (int)hd, pos0, m->inv_freq, m->arch->rope_neox);
+    be->rope(be, a->k, n, hp->n_head_kv, (int)hd, pos0, m->inv_freq, m->arch->rope_neox);
+    int64_t kvd = (int64_t)hp->n_head_kv * hd;
+    be->kv_store(be, kv_type, kcache, pos0, a->k, n, kvd);
+    be->kv_store(be, kv_type, vcache, pos0, a->v, n, kvd);
+    be->attention(be, a->q, n, hp->n_head, hp->n_head_kv, (int)hd, kcache, vcache, kv_type, pos0,
+                  1.0f / sqrtf((float)hd), a->att);
+    be->matmul(be, &L->wo, NULL, a->att, n, a->xb);
+    be->add(be, a->x, a->xb, n * e);
+    be->rmsnorm(be, a->x, L->ffn_norm, a->xb, n, e, hp->norm_eps);
+    be->matmul(be, &L->w_gate, NULL, a->xb, n, a->hb);
+    be->matmul(be, &L->w_up, NULL, a->xb, n, a->hb2);
+    be->silu_mul(be, a->hb, a->hb2, a->hb, n * hp->n_ff);
+    be->matmul(be, &L->w_down, NULL, a->hb, n, a->xb);
+    be->add(be, a->x, a->xb, n * e);
+}
+
+/* Final norm + lm_head for rows [first, first+cnt) of a->x into a->logits. */
+static void head(const mtplx_model *m, const float *norm, mtplx_backend *be, mtplx_acts *a,
+                 int64_t first, int64_t cnt) {
+    int64_t e = m->hp.n_embd;
+    be->rmsnorm(be, a->x + first * e, norm, a->xb, cnt, e, m->hp.norm_eps);
+    be->matmul(be, &m->output, NULL, a->xb, cnt, a->logits);
+}
+
+void mtplx_model_forward(const mtplx_model *m, mtplx_backend *be, mtplx_kv *kv, mtplx_acts *a,
+                         const int32_t *tokens, int64_t n, int64_t pos0, bool all_logits) {
+    MTPLX_ASSERT(n > 0 && n <= a->n_max && pos0 + n <= kv->n_ctx);
+    int64_t e = m->hp.n_embd;
+    for (int64_t i = 0; i < n; i++) be->get_row(be, &m->tok_embd, tokens[i], a->x + i * e);
+    for (int l = 0; l < m->hp.n_layer; l++)
+        layer_forward(m, &m->layers[l], be, kv->k[l], kv->v[l], kv->kv_type, a, n, pos0);
+    memcpy(a->hidden, a->x, (size_t)(n * e) * sizeof(float));
+    MTPLX_ASSERT(!all_logits || n <= a->n_logits);
+    if (all_logits) head(m, m->output_norm, be, a, 0, n);
+    else head(m, m->output_norm, be, a, n - 1, 1);
+}
+
+void mtplx_mtp_forward(const mtplx_model *m, int hi, mtplx_backend *be, mtplx_kv *kv,
+                       mtplx_acts *a, const int32_t *tokens, const float *hidden, int64_t n,
+                       int64_t pos0) {
+    MTPLX_ASSERT(hi >= 0 && hi < m->n_mtp && n > 0 && n <= a->n_max && pos0 + n <= kv->n_ctx);
+    const mtplx_mtp_head *h = &m->mtp[hi];
+    int64_t e = m->hp.n_embd;
+    float eps = m->hp.norm_eps;
+    int64_t eo = h->hidden_first ? e : 0, ho = h->hidden_first ? 0 : e;
+    for (int64_t i = 0; i < n; i++) {
+        float *c = a->cat + i * 2 * e;
+        be->get_row(be, &m->tok_embd, tokens[i], a->xb);
+        be->rmsnorm(be, a->xb, h->enorm, c + eo, 1, e, eps);
+        be->rmsnorm(be, hidden + i * e, h->hnorm, c + ho, 1, e, eps);
+    }
+    be->matmul(be, &h->eh_proj, NULL, a->cat, n, a->x);
+    layer_forward(m, &h->layer, be, kv->k[0], kv->v[0], kv->kv_type, a, n, pos0);
+    memcpy(a->hidden, a->x, (size_t)(n * e) * sizeof(float));
+    head(m, h->norm, be, a, n - 1, 1);
+}
