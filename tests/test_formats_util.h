@@ -5,6 +5,9 @@
 #ifndef TEST_FORMATS_UTIL_H
 #define TEST_FORMATS_UTIL_H
 
+/* not every test program uses every helper */
+#pragma GCC diagnostic ignored "-Wunused-function"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -145,8 +145,16 @@ mtplx_status mtplx_llama2c_tokenizer_load(const char *path, int32_t n_vocab, mtp
                             "end of the file (%zu bytes)", path, i, len, off - 4, size);
             break;
         }
-        tokens[i].len = (uint64_t)len;
-        tokens[i].data = mtplx_strndup(buf + off, (size_t)len);
+        /* llama2.c's export stores BOS / EOS as "\n<s>\n" / "\n</s>\n"; name
+         * them as SentencePiece does (llama.cpp's llama2c converter does too). */
+        const char *piece = buf + off;
+        size_t plen = (size_t)len;
+        if (i == 1 || i == 2) {
+            piece = i == 1 ? "<s>" : "</s>";
+            plen = strlen(piece);
+        }
+        tokens[i].len = (uint64_t)plen;
+        tokens[i].data = mtplx_strndup(piece, plen);
         if (!tokens[i].data) {
             st = mtplx_fail(MTPLX_ERR_NOMEM, "%s: out of memory", path);
             break;
