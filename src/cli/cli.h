@@ -48,4 +48,7 @@ bool cli_parse_int(const char *cmd, const char *flag, const char *s, long lo, lo
 bool cli_parse_float(const char *cmd, const char *flag, const char *s, double lo, double hi,
                      double *out);
 
+/* Monotonic milliseconds. */
+double cli_now_ms(void);
+
 #endif

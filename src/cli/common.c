@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #ifndef MTPLX_DEFAULT_MODEL
 #define MTPLX_DEFAULT_MODEL "models/default.gguf"
@@ -103,4 +104,10 @@ bool cli_parse_float(const char *cmd, const char *flag, const char *s, double lo
     }
     *out = v;
     return true;
+}
+
+double cli_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }

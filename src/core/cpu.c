@@ -1,6 +1,5 @@
 /* cpu.c: CPUID feature detection, done once. Also checks that the OS saves
  * the AVX / AVX-512 / AMX register state (XGETBV), as CPUID alone does not. */
-#define _GNU_SOURCE
 #include "core/core.h"
 
 #include <cpuid.h>

@@ -24,7 +24,14 @@ mtplx_status mtplx_fail_prefix(mtplx_status st, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, last_error, sizeof old);
-    snprintf(last_error, sizeof last_error, "%s: %s", prefix, old);
+    size_t pl = strlen(prefix);
+    if (pl > sizeof last_error - 3) pl = sizeof last_error - 3;
+    memcpy(last_error, prefix, pl);
+    memcpy(last_error + pl, ": ", 2);
+    size_t ol = strlen(old), room = sizeof last_error - pl - 3;
+    if (ol > room) ol = room;
+    memcpy(last_error + pl + 2, old, ol);
+    last_error[pl + 2 + ol] = 0;
     return st;
 }
 

@@ -4,7 +4,6 @@
  * on the generation for a while before sleeping on a condition variable, so a
  * decode step that issues a few hundred small ops pays no futex wake-up per op.
  * The caller does the share of thread 0 and waits for the others to finish. */
-#define _GNU_SOURCE
 #include "core/core.h"
 
 #include <pthread.h>

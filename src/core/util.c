@@ -1,5 +1,4 @@
 /* util.c: logging, allocation, time and file helpers. */
-#define _GNU_SOURCE
 #include "core/core.h"
 
 #include <errno.h>
