@@ -120,4 +120,49 @@ static void tf_assert_msg(const char *path, const char *frag1, const char *frag2
                  frag1 ? frag1 : "", frag2 ? frag2 : "");
 }
 
+/* ---- safetensors writer ---- */
+typedef struct tf_st {
+    const char *name, *dtype;
+    int rank;
+    int64_t shape[4];
+    const void *data;
+    size_t nbytes;
+} tf_st;
+
+/* Write tensors back to back; the header is padded with spaces to 8 bytes. */
+static void tf_write_safetensors(const char *path, const tf_st *ts, int n) {
+    size_t cap = 4096 + (size_t)n * 256, len = 0, off = 0;
+    char *h = malloc(cap);
+    len += (size_t)snprintf(h + len, cap - len, "{\"__metadata__\":{\"format\":\"pt\"}");
+    for (int i = 0; i < n; i++) {
+        len += (size_t)snprintf(h + len, cap - len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[",
+                                ts[i].name, ts[i].dtype);
+        for (int d = 0; d < ts[i].rank; d++)
+            len += (size_t)snprintf(h + len, cap - len, "%s%lld", d ? "," : "",
+                                    (long long)ts[i].shape[d]);
+        len += (size_t)snprintf(h + len, cap - len, "],\"data_offsets\":[%zu,%zu]}", off,
+                                off + ts[i].nbytes);
+        off += ts[i].nbytes;
+    }
+    len += (size_t)snprintf(h + len, cap - len, "}");
+    while (len % 8) h[len++] = ' ';
+    tf_buf b = {0};
+    bb_u64(&b, len);
+    bb_raw(&b, h, len);
+    for (int i = 0; i < n; i++) bb_raw(&b, ts[i].data, ts[i].nbytes);
+    tf_write(path, b.p, b.n);
+    free(b.p);
+    free(h);
+}
+
+/* Raw header + data (for bad files). */
+static void tf_write_st_raw(const char *path, const char *json, const void *data, size_t n) {
+    tf_buf b = {0};
+    bb_u64(&b, strlen(json));
+    bb_raw(&b, json, strlen(json));
+    if (n) bb_raw(&b, data, n);
+    tf_write(path, b.p, b.n);
+    free(b.p);
+}
+
 #endif

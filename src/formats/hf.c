@@ -254,8 +254,9 @@ static map_result map_name(const hf_cfg *c, const char *hf, char *out, size_t ca
     int64_t idx;
     const char *rest;
     *mtp_head = -1;
-    size_t len = strlen(hf);
-    if (len > 21 && !strcmp(hf + len - 21, ".rotary_emb.inv_freq")) return MAP_SKIP;
+    static const char inv_freq[] = ".rotary_emb.inv_freq"; /* a buffer, not a weight */
+    size_t len = strlen(hf), il = sizeof inv_freq - 1;
+    if (len > il && !strcmp(hf + len - il, inv_freq)) return MAP_SKIP;
     if (!strcmp(hf, "model.embed_tokens.weight")) return snprintf(out, cap, "token_embd.weight"), MAP_OK;
     if (!strcmp(hf, "model.norm.weight")) return snprintf(out, cap, "output_norm.weight"), MAP_OK;
     if (!strcmp(hf, "lm_head.weight")) {
