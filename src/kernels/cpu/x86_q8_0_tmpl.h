@@ -1,0 +1,65 @@
+/* x86_q8_0_tmpl.h: the Q8_0 and Q4_0 matmul kernels, written once for every
+ * x86 file. The includer defines DOT_U8_S8(u, s): the 8 int32 sums of 4
+ * products of unsigned bytes u with signed bytes s (AVX2: maddubs + madd;
+ * AVX-512 VNNI: one vpdpbusd), and names the two entry points through
+ * MM_Q8_0_NAME / MM_Q4_0_NAME.
+ *
+ * Per weight block (32 values): unpack to signed bytes once, take |w| once,
+ * then for each of nt tokens: sign(x, w), one dot, scale, accumulate. The
+ * weight block is read from memory once for all tokens. */
+#include "kernels/cpu/x86_simd.h"
+
+AI __m256i unpack_q4_0(const block_q4_0 *b) {
+    __m128i raw = _mm_loadu_si128((const __m128i *)b->qs);
+    __m128i m4 = _mm_set1_epi8(0x0F);
+    __m128i lo = _mm_and_si128(raw, m4), hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
+    return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
+}
+
+/* One weight row r against tokens t0 .. t0+nt-1. q4 selects the weight layout. */
+AI void q8_0_row(const mm_args *a, int64_t r, int64_t t0, const int nt, const int q4) {
+    const int64_t k = a->k, nb = k / QK8_0;
+    const uint8_t *wrow = a->W + (size_t)r * a->w_stride;
+    const int8_t *xq = a->xq + t0 * k;
+    const float *xd = a->xd + t0 * nb;
+    /* two accumulator sets hide the FMA latency when few tokens share a block */
+    const int two = nt <= 2;
+    __m256 acc[NT_MAX][2];
+    for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i w;
+        float dw;
+        if (q4) {
+            const block_q4_0 *blk = (const block_q4_0 *)wrow + b;
+            w = unpack_q4_0(blk);
+            dw = f16_to_f32(blk->d);
+        } else {
+            const block_q8_0 *blk = (const block_q8_0 *)wrow + b;
+            w = _mm256_loadu_si256((const __m256i *)blk->qs);
+            dw = f16_to_f32(blk->d);
+        }
+        const __m256i aw = _mm256_abs_epi8(w);
+        const __m256 vdw = _mm256_set1_ps(dw);
+        const int u = two ? (int)(b & 1) : 0;
+        for (int t = 0; t < nt; t++) {
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + t * k + b * QK8_0));
+            __m256i p = DOT_U8_S8(aw, _mm256_sign_epi8(xv, w));
+            __m256 s = _mm256_mul_ps(vdw, _mm256_broadcast_ss(xd + t * nb + b));
+            acc[t][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[t][u]);
+        }
+    }
+    __m256 res[NT_MAX];
+    for (int t = 0; t < nt; t++) res[t] = _mm256_add_ps(acc[t][0], acc[t][1]);
+    store_results(a, r, t0, nt, res);
+}
+
+#define Q8_0_ROW(a, r, t0, nt) q8_0_row(a, r, t0, nt, 0)
+#define Q4_0_ROW(a, r, t0, nt) q8_0_row(a, r, t0, nt, 1)
+
+static void MM_Q8_0_NAME(const mm_args *a, int64_t r0, int64_t r1) {
+    FOR_ROWS_AND_TOKENS(Q8_0_ROW, a, r0, r1);
+}
+
+static void MM_Q4_0_NAME(const mm_args *a, int64_t r0, int64_t r1) {
+    FOR_ROWS_AND_TOKENS(Q4_0_ROW, a, r0, r1);
+}

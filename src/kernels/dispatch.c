@@ -1,0 +1,243 @@
+/* dispatch.c: the public kernel entry points. Picks a variant (ref, avx2,
+ * avx512) once from CPU features or MTPLX_KERNELS, quantizes matmul
+ * activations into the caller's scratch, and splits work over the thread pool.
+ * The arithmetic itself lives in ref/ and cpu/. */
+#include "kernels/kernels_impl.h"
+
+#include <pthread.h>
+
+/* Below this many activation values, quantizing on the calling thread is
+ * cheaper than waking the pool. */
+#define QUANT_PARALLEL_MIN 16384
+/* Row splits are multiples of this, so that threads never write the same
+ * cache line of y (16 floats = 64 bytes) for rows that are line aligned. */
+#define ROW_ALIGN (MTPLX_CACHE_LINE / (int64_t)sizeof(float))
+
+static kernel_ops ops_table;
+static const kernel_ops *ops_cur;
+static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
+
+static const kernel_ops *variant(const char *isa) {
+    const mtplx_cpu *c = mtplx_cpu_features();
+#if defined(__x86_64__)
+    bool has_avx2 = c->avx2 && c->fma && c->f16c;
+    if (!strcmp(isa, "avx2")) return has_avx2 ? &mtplx_kernels_avx2_ops : NULL;
+    if (!strcmp(isa, "avx512"))
+        return has_avx2 && c->avx512f && c->avx512bw && c->avx512vl && c->avx512vnni
+                   ? &mtplx_kernels_avx512_ops
+                   : NULL;
+#else
+    (void)c;
+#endif
+    if (!strcmp(isa, "ref")) return &mtplx_kernels_ref_ops;
+    return NULL;
+}
+
+/* Copy v, filling its NULL entries from the simpler variants. */
+static void install(const kernel_ops *v) {
+    const kernel_ops *chain[3] = {v, NULL, &mtplx_kernels_ref_ops};
+#if defined(__x86_64__)
+    if (v == &mtplx_kernels_avx512_ops) chain[1] = &mtplx_kernels_avx2_ops;
+#endif
+    kernel_ops t = *v;
+    for (int i = 1; i < 3; i++) {
+        const kernel_ops *f = chain[i];
+        if (!f) continue;
+        for (int ty = 0; ty < MTPLX_TYPE_COUNT; ty++)
+            if (!t.mm[ty]) t.mm[ty] = f->mm[ty];
+#define FILL(field)                                                                          \
+    if (!t.field) t.field = f->field
+        FILL(quant_q8_0);
+        FILL(quant_q8_K);
+        FILL(rmsnorm_row);
+        FILL(silu_mul);
+        FILL(add);
+        FILL(softmax);
+        FILL(f32_to_f16);
+        FILL(attn);
+#undef FILL
+    }
+    ops_table = t;
+    ops_cur = &ops_table;
+}
+
+static void init_ops(void) {
+    const char *env = getenv("MTPLX_KERNELS");
+    const kernel_ops *v = env && *env ? variant(env) : NULL;
+    if (env && *env && !v) mtplx_log(MTPLX_LOG_WARN, "MTPLX_KERNELS=%s: not available here", env);
+    if (!v) v = variant("avx512");
+    if (!v) v = variant("avx2");
+    if (!v) v = &mtplx_kernels_ref_ops;
+    install(v);
+}
+
+const kernel_ops *mtplx_kernels_ops(void) {
+    pthread_once(&ops_once, init_ops);
+    return ops_cur;
+}
+
+const char *mtplx_kernels_isa(void) { return mtplx_kernels_ops()->name; }
+
+bool mtplx_kernels_force(const char *isa) {
+    mtplx_kernels_ops();
+    const kernel_ops *v = isa ? variant(isa) : NULL;
+    if (!v) return false;
+    install(v);
+    return true;
+}
+
+/* ---- matmul ---- */
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+/* Scratch planes for n tokens of k activations (see kernels_impl.h). */
+typedef struct act_layout {
+    size_t q_off, d_off, s_off, total;
+} act_layout;
+
+static act_layout layout_for(int partner, int64_t k, int64_t n) {
+    act_layout L = {0};
+    if (partner == MTPLX_TYPE_F32) {
+        L.total = MTPLX_CACHE_LINE;
+        return L;
+    }
+    int64_t bs = partner == MTPLX_TYPE_Q8_0 ? QK8_0 : QK_K;
+    L.q_off = 0;
+    L.d_off = round_up((size_t)(n * k), MTPLX_CACHE_LINE);
+    L.s_off = L.d_off + round_up((size_t)(n * (k / bs)) * sizeof(float), MTPLX_CACHE_LINE);
+    L.total = L.s_off;
+    if (partner == MTPLX_TYPE_Q8_K)
+        L.total += round_up((size_t)(n * (k / 16)) * sizeof(int16_t), MTPLX_CACHE_LINE);
+    return L;
+}
+
+size_t mtplx_matmul_scratch_size(int type, int64_t k, int64_t n) {
+    return layout_for(mm_partner(type), k, n).total;
+}
+
+typedef struct quant_task {
+    const kernel_ops *ops;
+    int partner;
+    const float *x;
+    int64_t k, n;
+    int8_t *q;
+    float *d;
+    int16_t *s;
+} quant_task;
+
+/* Quantize whole blocks [lo, hi) of the n*k activation values (blocks never
+ * straddle tokens because k is a multiple of the block size). */
+static void quant_range(const quant_task *qt, int64_t lo, int64_t hi) {
+    if (qt->partner == MTPLX_TYPE_Q8_0)
+        qt->ops->quant_q8_0(qt->x + lo * QK8_0, (hi - lo) * QK8_0, qt->q + lo * QK8_0, qt->d + lo);
+    else
+        qt->ops->quant_q8_K(qt->x + lo * QK_K, (hi - lo) * QK_K, qt->q + lo * QK_K, qt->d + lo,
+                            qt->s + lo * (QK_K / 16));
+}
+
+static void quant_worker(void *arg, int ith, int nth) {
+    const quant_task *qt = arg;
+    int64_t bs = qt->partner == MTPLX_TYPE_Q8_0 ? QK8_0 : QK_K, lo, hi;
+    mtplx_split(qt->n * qt->k / bs, ith, nth, &lo, &hi);
+    if (lo < hi) quant_range(qt, lo, hi);
+}
+
+typedef struct mm_task {
+    const mm_args *a;
+    mm_fn fn;
+} mm_task;
+
+static void mm_worker(void *arg, int ith, int nth) {
+    const mm_task *t = arg;
+    int64_t units = (t->a->m + ROW_ALIGN - 1) / ROW_ALIGN, lo, hi;
+    mtplx_split(units, ith, nth, &lo, &hi);
+    int64_t r0 = lo * ROW_ALIGN, r1 = hi * ROW_ALIGN < t->a->m ? hi * ROW_ALIGN : t->a->m;
+    if (r0 < r1) t->fn(t->a, r0, r1);
+}
+
+void mtplx_matmul(mtplx_threadpool *tp, int type, const void *W, int64_t m, int64_t k,
+                  const float *x, int64_t n, float *y, void *scratch) {
+    const kernel_ops *ops = mtplx_kernels_ops();
+    MTPLX_ASSERT(type >= 0 && type < MTPLX_TYPE_COUNT && ops->mm[type]);
+    size_t w_stride = mtplx_row_size(type, k);
+    MTPLX_ASSERT(w_stride > 0 && n >= 0 && m >= 0);
+    if (n == 0 || m == 0) return;
+    mm_args a = {.type = type, .W = W, .w_stride = w_stride, .m = m, .k = k, .n = n, .x = x, .y = y};
+    int partner = mm_partner(type);
+    if (partner != MTPLX_TYPE_F32) {
+        act_layout L = layout_for(partner, k, n);
+        uint8_t *s = scratch;
+        MTPLX_ASSERT(s && ((uintptr_t)s % MTPLX_CACHE_LINE) == 0);
+        quant_task qt = {ops, partner, x, k, n, (int8_t *)(s + L.q_off), (float *)(s + L.d_off),
+                         (int16_t *)(s + L.s_off)};
+        int64_t bs = partner == MTPLX_TYPE_Q8_0 ? QK8_0 : QK_K;
+        if (n * k < QUANT_PARALLEL_MIN || mtplx_threadpool_size(tp) == 1)
+            quant_range(&qt, 0, n * k / bs);
+        else
+            mtplx_threadpool_run(tp, quant_worker, &qt);
+        a.xq = qt.q;
+        a.xd = qt.d;
+        a.xs = qt.s;
+    }
+    mm_task t = {&a, ops->mm[type]};
+    mtplx_threadpool_run(tp, mm_worker, &t);
+}
+
+/* ---- small ops ---- */
+void mtplx_rmsnorm(const float *x, const float *w, float *out, int64_t n, int64_t d, float eps) {
+    const kernel_ops *ops = mtplx_kernels_ops();
+    for (int64_t i = 0; i < n; i++) ops->rmsnorm_row(x + i * d, w, out + i * d, d, eps);
+}
+
+void mtplx_silu_mul(const float *gate, const float *up, float *out, int64_t n) {
+    mtplx_kernels_ops()->silu_mul(gate, up, out, n);
+}
+
+void mtplx_add(float *y, const float *x, int64_t n) { mtplx_kernels_ops()->add(y, x, n); }
+
+void mtplx_softmax(float *x, int64_t n) { mtplx_kernels_ops()->softmax(x, n); }
+
+void mtplx_store_rows(int kv_type, const float *src, void *dst, int64_t n, int64_t d) {
+    if (kv_type == MTPLX_TYPE_F32)
+        memcpy(dst, src, (size_t)(n * d) * sizeof(float));
+    else if (kv_type == MTPLX_TYPE_F16)
+        mtplx_kernels_ops()->f32_to_f16(src, dst, n * d);
+    else
+        MTPLX_ASSERT(!"KV type must be F16 or F32");
+}
+
+/* ---- attention ---- */
+static size_t scores_stride(int64_t n_pos) { return round_up((size_t)n_pos, ROW_ALIGN); }
+
+size_t mtplx_attention_scratch_size(int64_t n_ctx, int n_threads) {
+    if (n_threads < 1) n_threads = 1;
+    return (size_t)n_threads * scores_stride(n_ctx) * sizeof(float) + MTPLX_CACHE_LINE;
+}
+
+typedef struct attn_task {
+    const attn_args *a;
+    attn_fn fn;
+    float *scratch;
+    size_t stride;
+} attn_task;
+
+/* Work items are (token, head) pairs in head-major order within a token, so
+ * a thread's consecutive heads share a KV head under GQA. */
+static void attn_worker(void *arg, int ith, int nth) {
+    const attn_task *t = arg;
+    int64_t lo, hi;
+    mtplx_split(t->a->n_tok * t->a->n_head, ith, nth, &lo, &hi);
+    float *scores = t->scratch + (size_t)ith * t->stride;
+    for (int64_t i = lo; i < hi; i++) t->fn(t->a, i / t->a->n_head, (int)(i % t->a->n_head), scores);
+}
+
+void mtplx_attention(mtplx_threadpool *tp, const float *q, int64_t n_tok, int n_head,
+                     int n_head_kv, int head_dim, const void *k, const void *v, int kv_type,
+                     int64_t pos0, float scale, float *out, void *scratch) {
+    MTPLX_ASSERT(n_head > 0 && n_head_kv > 0 && n_head % n_head_kv == 0 && head_dim > 0);
+    MTPLX_ASSERT(kv_type == MTPLX_TYPE_F16 || kv_type == MTPLX_TYPE_F32);
+    MTPLX_ASSERT(scratch && pos0 >= 0);
+    if (n_tok <= 0) return;
+    attn_args a = {q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type, pos0, scale, out};
+    attn_task t = {&a, mtplx_kernels_ops()->attn, scratch, scores_stride(pos0 + n_tok)};
+    mtplx_threadpool_run(tp, attn_worker, &t);
+}

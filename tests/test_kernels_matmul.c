@@ -1,0 +1,179 @@
+/* test_kernels_matmul.c: mtplx_matmul for every weight type.
+ *  - the reference equals a float matmul of the dequantized weights up to the
+ *    activation quantization error (so the oracle itself is checked);
+ *  - every SIMD variant this CPU has equals the reference on odd shapes and
+ *    n = 1..16 and 67, within a tolerance relative to sum |w x|;
+ *  - results with 2 and 3 threads are bit-identical to 1 thread. */
+#include "test_kernels_util.h"
+
+/* SIMD vs reference: the integer parts are exact, only the order of float
+ * additions differs, so errors are a few ulps of sum_j |w_j x_j|. */
+#define MM_TOL_QUANT 2e-6
+/* Float weights: the reference sums in double, SIMD in float. */
+#define MM_TOL_FLOAT 1e-5
+/* Reference vs exact float product of the dequantized weights: the error of
+ * quantizing activations to 8 bits, relative to ||y||. */
+#define MM_TOL_ACT_Q8 0.02
+
+static const int mm_types[] = {MTPLX_TYPE_F32,  MTPLX_TYPE_F16,  MTPLX_TYPE_BF16, MTPLX_TYPE_Q8_0,
+                               MTPLX_TYPE_Q4_0, MTPLX_TYPE_Q4_K, MTPLX_TYPE_Q6_K};
+#define N_MM_TYPES 7
+
+typedef struct mm_case {
+    int type;
+    int64_t m, k, n;
+    void *W;
+    float *Wf; /* dequantized [m][k] */
+    float *x;  /* [n][k] */
+    void *scratch;
+} mm_case;
+
+static int64_t k_for(int type, int variant) {
+    int64_t bs = mtplx_type_info(type)->block_size;
+    if (bs == 1) return variant ? 203 : 517; /* not a multiple of 8 or 16 */
+    if (bs == 32) return variant ? 160 : 32 * 33;
+    return variant ? 3 * QK_K : QK_K;
+}
+
+static mm_case make_case(rng *r, int type, int64_t m, int64_t k, int64_t n) {
+    mm_case c = {type, m, k, n, NULL, NULL, NULL, NULL};
+    float *wf = xalloc((size_t)(m * k) * sizeof(float));
+    fill_gauss(r, wf, m * k, 0.05f);
+    size_t rs = mtplx_row_size(type, k);
+    c.W = xalloc(rs * (size_t)m);
+    c.Wf = xalloc((size_t)(m * k) * sizeof(float));
+    for (int64_t i = 0; i < m; i++) {
+        mtplx_quantize_row(type, wf + i * k, (uint8_t *)c.W + i * rs, k);
+        mtplx_dequantize_row(type, (uint8_t *)c.W + i * rs, c.Wf + i * k, k);
+    }
+    free(wf);
+    c.x = xalloc((size_t)(n * k) * sizeof(float));
+    fill_gauss(r, c.x, n * k, 1.0f);
+    c.scratch = xalloc(mtplx_matmul_scratch_size(type, k, n));
+    return c;
+}
+
+static void free_case(mm_case *c) { free(c->W), free(c->Wf), free(c->x), free(c->scratch); }
+
+static void run(mtplx_threadpool *tp, mm_case *c, float *y) {
+    mtplx_matmul(tp, c->type, c->W, c->m, c->k, c->x, c->n, y, c->scratch);
+}
+
+static void test_reference_vs_dequant(void **state) {
+    (void)state;
+    rng r = {42};
+    assert_true(use_isa("ref"));
+    for (int ti = 0; ti < N_MM_TYPES; ti++) {
+        int type = mm_types[ti];
+        mm_case c = make_case(&r, type, 19, k_for(type, 0), 3);
+        float *y = xalloc((size_t)(c.n * c.m) * sizeof(float));
+        run(NULL, &c, y);
+        double se = 0, sy = 0;
+        for (int64_t t = 0; t < c.n; t++)
+            for (int64_t i = 0; i < c.m; i++) {
+                double e = 0;
+                for (int64_t j = 0; j < c.k; j++) e += (double)c.Wf[i * c.k + j] * c.x[t * c.k + j];
+                double d = y[t * c.m + i] - e;
+                se += d * d, sy += e * e;
+            }
+        double rel = sqrt(se / sy);
+        double tol = mtplx_type_info(type)->is_quantized ? MM_TOL_ACT_Q8 : 1e-6;
+        if (getenv("MTPLX_TEST_VERBOSE"))
+            printf("%-5s ref vs dequant: rel %.2e\n", mtplx_type_info(type)->name, rel);
+        assert_true(rel < tol);
+        free(y);
+        free_case(&c);
+    }
+}
+
+static void test_variants_vs_reference(void **state) {
+    (void)state;
+    static const int64_t ns[] = {1, 2, 3, 4, 5, 8, 13, 16, 67};
+    rng r = {7};
+    for (int ti = 0; ti < N_MM_TYPES; ti++) {
+        int type = mm_types[ti];
+        int64_t m = 37, k = k_for(type, 1);
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            mm_case c = make_case(&r, type, m, k, ns[ni]);
+            size_t ysz = (size_t)(c.n * m) * sizeof(float);
+            float *yref = xalloc(ysz), *y = xalloc(ysz);
+            assert_true(use_isa("ref"));
+            run(NULL, &c, yref);
+            for (int v = 1; v < N_ISAS; v++) {
+                if (!use_isa(all_isas[v])) continue;
+                memset(y, 0xff, ysz); /* NaN: a row the kernel skips fails */
+                run(NULL, &c, y);
+                double tol = mtplx_type_info(type)->is_quantized ? MM_TOL_QUANT : MM_TOL_FLOAT;
+                for (int64_t t = 0; t < c.n; t++)
+                    for (int64_t i = 0; i < m; i++) {
+                        double mag = 0;
+                        for (int64_t j = 0; j < k; j++)
+                            mag += fabs((double)c.Wf[i * k + j] * c.x[t * k + j]);
+                        double err = fabs((double)y[t * m + i] - yref[t * m + i]);
+                        if (!(err <= tol * mag)) {
+                            fprintf(stderr, "%s %s n=%lld t=%lld row=%lld: %g vs ref %g\n",
+                                    all_isas[v], mtplx_type_info(type)->name, (long long)c.n,
+                                    (long long)t, (long long)i, y[t * m + i], yref[t * m + i]);
+                            fail();
+                        }
+                    }
+            }
+            free(yref), free(y);
+            free_case(&c);
+        }
+    }
+}
+
+static void test_threads_match_single(void **state) {
+    (void)state;
+    mtplx_threadpool *tp2, *tp3;
+    assert_int_equal(mtplx_threadpool_new(2, &tp2), MTPLX_OK);
+    assert_int_equal(mtplx_threadpool_new(3, &tp3), MTPLX_OK);
+    rng r = {9};
+    for (int v = 0; v < N_ISAS; v++) {
+        if (!use_isa(all_isas[v])) continue;
+        for (int ti = 0; ti < N_MM_TYPES; ti++) {
+            int type = mm_types[ti];
+            const int64_t shapes[][2] = {{37, 4}, {100, 1}, {64, 67}};
+            for (int s = 0; s < 3; s++) {
+                /* 67 tokens x 64 rows x 768 also crosses the parallel quantization size */
+                mm_case c = make_case(&r, type, shapes[s][0], k_for(type, 1), shapes[s][1]);
+                size_t ysz = (size_t)(c.n * c.m) * sizeof(float);
+                float *y1 = xalloc(ysz), *y2 = xalloc(ysz), *y3 = xalloc(ysz);
+                run(NULL, &c, y1);
+                run(tp2, &c, y2);
+                run(tp3, &c, y3);
+                assert_memory_equal(y1, y2, ysz);
+                assert_memory_equal(y1, y3, ysz);
+                free(y1), free(y2), free(y3);
+                free_case(&c);
+            }
+        }
+    }
+    mtplx_threadpool_free(tp2);
+    mtplx_threadpool_free(tp3);
+}
+
+static void test_isa_selection(void **state) {
+    (void)state;
+    assert_true(mtplx_kernels_force("ref"));
+    assert_string_equal(mtplx_kernels_isa(), "ref");
+    assert_false(mtplx_kernels_force("sse9"));
+    assert_string_equal(mtplx_kernels_isa(), "ref"); /* unchanged on failure */
+    const mtplx_cpu *cpu = mtplx_cpu_features();
+    assert_int_equal(mtplx_kernels_force("avx2"), cpu->avx2 && cpu->fma && cpu->f16c);
+    if (!cpu->avx512f) assert_false(mtplx_kernels_force("avx512"));
+    /* the zero-size cases are no-ops */
+    mtplx_matmul(NULL, MTPLX_TYPE_Q8_0, NULL, 0, 32, NULL, 1, NULL, NULL);
+    mtplx_matmul(NULL, MTPLX_TYPE_Q8_0, NULL, 4, 32, NULL, 0, NULL, NULL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_isa_selection),
+        cmocka_unit_test(test_reference_vs_dequant),
+        cmocka_unit_test(test_variants_vs_reference),
+        cmocka_unit_test(test_threads_match_single),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
