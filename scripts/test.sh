@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# test.sh: install what the tests need, build with warnings as errors, run
+# every test (CTest), then the sanitizer build's tests and a short fuzz run.
+# MTPLX_QUICK=1 skips the sanitizer and fuzz stages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh --test
+if [ -f tests/npm/package.json ]; then
+  (cd tests/npm && (npm ci --no-audit --no-fund --loglevel=error || npm install --no-audit --no-fund --loglevel=error))
+fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMTPLX_WERROR=ON >/dev/null
+cmake --build build -j"$(nproc)"
+ctest --test-dir build --output-on-failure -j2
+if [ "${MTPLX_QUICK:-0}" != "1" ]; then
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMTPLX_SANITIZE=ON >/dev/null
+  cmake --build build-asan -j"$(nproc)"
+  ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j2 -E "${MTPLX_ASAN_EXCLUDE:-slow}"
+  if [ -x fuzz/run.sh ]; then fuzz/run.sh 20; fi
+fi
