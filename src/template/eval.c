@@ -213,11 +213,17 @@ static jj_val arith(jj_ctx *c, int line, const char *op, jj_val a, jj_val b) {
     switch (op[0]) {
     case '+':
         if (numeric(a) && numeric(b)) return ints ? jj_int(as_i(a) + as_i(b)) : jj_float(as_f(a) + as_f(b));
+        if (a.t == V_STR && b.t == V_STR && a.safe != b.safe) { /* Markup + str escapes the str */
+            if (!a.safe) a = jj_html_escape(c, a.u.s);
+            if (!b.safe) b = jj_html_escape(c, b.u.s);
+        }
         if (a.t == V_STR && b.t == V_STR) {
             jj_buf o = {0};
             jj_buf_put(c, &o, a.u.s->p, a.u.s->n);
             jj_buf_put(c, &o, b.u.s->p, b.u.s->n);
-            return jj_buf_val(c, &o);
+            jj_val r = jj_buf_val(c, &o);
+            r.safe = a.safe;
+            return r;
         }
         if (a.t == V_LIST && b.t == V_LIST) {
             jj_val r = jj_new_list(c, a.u.l->n + b.u.l->n);

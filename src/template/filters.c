@@ -360,7 +360,7 @@ bool jj_has_filter(const char *name) {
     return false;
 }
 
-static jj_val html_escape(jj_ctx *c, const jj_str *s) {
+jj_val jj_html_escape(jj_ctx *c, const jj_str *s) {
     jj_buf b = {0};
     for (size_t i = 0; i < s->n; i++) {
         switch (s->p[i]) {
@@ -372,7 +372,9 @@ static jj_val html_escape(jj_ctx *c, const jj_str *s) {
         default: jj_buf_put(c, &b, s->p + i, 1);
         }
     }
-    return jj_buf_val(c, &b);
+    jj_val r = jj_buf_val(c, &b);
+    r.safe = 1;
+    return r;
 }
 
 /* Lines as Python's str.splitlines() (\n, \r\n, \r). */
@@ -460,7 +462,12 @@ jj_val jj_call_filter(jj_ctx *c, const jj_node *n, const char *f, jj_val in, jj_
         bool use = in.t == V_UNDEF || (bl && jj_truthy(*bl) && !jj_truthy(in));
         return use ? (dv ? *dv : jj_cstr(c, "")) : in;
     }
-    if (!strcmp(f, "safe")) return in;
+    if (!strcmp(f, "safe")) {
+        jj_val r = {.t = V_STR, .u.s = jj_str_of(c, in)};
+        r.safe = 1;
+        return r;
+    }
+    if ((!strcmp(f, "escape") || !strcmp(f, "e")) && in.t == V_STR && in.safe) return in;
     if (!strcmp(f, "length") || !strcmp(f, "count")) return jj_int(jj_len(c, line, in));
     if (!strcmp(f, "string")) return (jj_val){.t = V_STR, .u.s = jj_str_of(c, in)};
     if (!strcmp(f, "list")) {
@@ -662,7 +669,7 @@ jj_val jj_call_filter(jj_ctx *c, const jj_node *n, const char *f, jj_val in, jj_
     if (!strcmp(f, "lower")) return change_case(c, s, CASE_LOWER);
     if (!strcmp(f, "capitalize")) return change_case(c, s, CASE_CAP);
     if (!strcmp(f, "title")) return change_case(c, s, CASE_JTITLE);
-    if (!strcmp(f, "escape") || !strcmp(f, "e") || !strcmp(f, "forceescape")) return html_escape(c, s);
+    if (!strcmp(f, "escape") || !strcmp(f, "e") || !strcmp(f, "forceescape")) return jj_html_escape(c, s);
     if (!strcmp(f, "replace")) {
         jj_val *cnt = arg(a, 2, "count"), *nw = arg(a, 1, "new");
         if (!nw) jj_err(c, line, "replace: missing argument 'new'");

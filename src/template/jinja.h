@@ -20,7 +20,7 @@
 /* ---- limits: a runaway template stops with an error ---- */
 #define JJ_MAX_STEPS 20000000L         /* evaluation steps per render */
 #define JJ_MAX_OUTPUT (64u << 20)      /* bytes of rendered output */
-#define JJ_MAX_MEMORY (512u << 20)     /* arena bytes per render */
+#define JJ_MAX_MEMORY (256u << 20)     /* arena bytes per render */
 #define JJ_MAX_DEPTH 200               /* macro calls / expression nesting */
 #define JJ_MAX_RANGE 100000            /* jinja2's sandbox MAX_RANGE */
 
@@ -64,6 +64,7 @@ typedef struct jj_macro {
 struct jj_val {
     uint8_t t;
     uint8_t tuple; /* V_LIST made from a tuple (prints as (...)) */
+    uint8_t safe;  /* V_STR marked safe (markupsafe.Markup): `+` escapes the other side */
     union {
         bool b;
         int64_t i;
@@ -207,6 +208,7 @@ jj_val jj_str_split(jj_ctx *c, const struct jj_node *n, const jj_str *s, jj_val 
 jj_val jj_str_replace(jj_ctx *c, const jj_str *s, const jj_str *old, const jj_str *new_,
                       int64_t count);
 jj_val jj_str_case(jj_ctx *c, const jj_str *s, int mode);
+jj_val jj_html_escape(jj_ctx *c, const jj_str *s);
 
 /* eval.c */
 jj_val jj_eval(jj_ctx *c, jj_frame *f, const jj_node *n);

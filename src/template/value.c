@@ -24,7 +24,7 @@ void *jj_alloc(jj_arena *a, size_t n) {
         size_t cap = n > (64u << 10) ? n : (64u << 10);
         a->used_total += cap;
         if (a->limit && a->used_total > a->limit)
-            jj_fail(a->jmp, 0, "template used more than %zu MiB of memory", a->limit >> 20);
+            jj_fail(a->jmp, 0, "used more than %zu MiB of memory (runaway template?)", a->limit >> 20);
         c = malloc(sizeof *c + cap);
         if (!c) jj_fail(a->jmp, 0, "out of memory");
         c->cap = cap;
