@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "core/core.h"
+#include "formats/gguf.h"
 #include "template/template.h"
 
 #include <cjson/cJSON.h>
@@ -145,6 +146,23 @@ static void test_cli_hf_folder(void **state) {
     free(out);
     snprintf(cmd, sizeof cmd, "%s chat-template --messages %s/m.json 2>/dev/null", MTPLX_BIN, dir);
     assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+    /* a GGUF file: tokenizer.chat_template, bos_token from the vocabulary */
+    mtplx_gguf *g = mtplx_gguf_new();
+    assert_non_null(g);
+    const char *toks[] = {"<unk>", "<BOS>", "<EOS>"};
+    assert_int_equal(mtplx_gguf_set_str(g, "tokenizer.chat_template", "{{ bos_token }}{{ messages[0].content }}|{{ eos_token }}"), MTPLX_OK);
+    assert_int_equal(mtplx_gguf_set_arr(g, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, toks, 3), MTPLX_OK);
+    assert_int_equal(mtplx_gguf_set_u32(g, "tokenizer.ggml.bos_token_id", 1), MTPLX_OK);
+    assert_int_equal(mtplx_gguf_set_u32(g, "tokenizer.ggml.eos_token_id", 2), MTPLX_OK);
+    snprintf(p, sizeof p, "%s/m.gguf", dir);
+    assert_int_equal(mtplx_gguf_write(g, p), MTPLX_OK);
+    mtplx_gguf_free(g);
+    snprintf(cmd, sizeof cmd, "%s chat-template -m %s/m.gguf --messages %s/m.json > %s/out2.txt", MTPLX_BIN, dir, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(p, sizeof p, "%s/out2.txt", dir);
+    assert_int_equal(mtplx_read_file(p, &out, &len), MTPLX_OK);
+    assert_string_equal(out, "<BOS>hi|<EOS>");
+    free(out);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
 }
