@@ -95,6 +95,8 @@ static void test_bad(void **state) {
                MTPLX_ERR_FORMAT, "empty");
     expect_bad("frac.st", "{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0.5,8.5]}}", d,
                16, MTPLX_ERR_FORMAT, "data_offsets");
+    expect_bad("huge.st", "{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[1e30,1e31]}}",
+               d, 16, MTPLX_ERR_FORMAT, "data_offsets");
     expect_bad("rank.st",
                "{\"t\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,2],\"data_offsets\":[0,8]}}", d, 16,
                MTPLX_ERR_UNSUPPORTED, "dimensions");

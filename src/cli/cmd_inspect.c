@@ -63,11 +63,12 @@ static int64_t hf_vocab_size(const char *json) {
     const cJSON *it;
     if (cJSON_IsArray(vocab)) n = cJSON_GetArraySize(vocab); /* Unigram: [piece, score] */
     else if (cJSON_IsObject(vocab))
-        cJSON_ArrayForEach(it, vocab) if (cJSON_IsNumber(it) && it->valuedouble + 1 > (double)n)
-            n = (int64_t)it->valuedouble + 1;
+        cJSON_ArrayForEach(it, vocab) if (cJSON_IsNumber(it) && it->valuedouble + 1 > (double)n &&
+                                          it->valuedouble < 1e12) n = (int64_t)it->valuedouble + 1;
     cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(j, "added_tokens")) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
-        if (cJSON_IsNumber(id) && id->valuedouble + 1 > (double)n) n = (int64_t)id->valuedouble + 1;
+        if (cJSON_IsNumber(id) && id->valuedouble + 1 > (double)n && id->valuedouble < 1e12)
+            n = (int64_t)id->valuedouble + 1;
     }
     cJSON_Delete(j);
     return n;

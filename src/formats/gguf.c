@@ -699,7 +699,7 @@ static mtplx_status parse(reader *r, mtplx_gguf *g) {
                             "past the end of the data section (%llu bytes; file %zu bytes)",
                             r->path, t->name, (unsigned long long)t->offset, t->nbytes,
                             (unsigned long long)data_size, r->size);
-        t->data = (void *)(r->p + data_start + t->offset);
+        else t->data = (void *)(r->p + data_start + t->offset);
         rg[i] = (range){t->offset, t->offset + t->nbytes, i};
     }
     if (st == MTPLX_OK && n_tensors > 1) {

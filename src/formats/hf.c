@@ -457,7 +457,12 @@ static mtplx_status special_ids(const hf_cfg *c, const cJSON *gen, const cJSON *
         MTPLX_TRY(mtplx_gguf_set_u32(g, "tokenizer.ggml.bos_token_id", (uint32_t)bos->valuedouble));
     int32_t ids[64];
     int n = 0;
-    if (cJSON_IsNumber(eos)) ids[n++] = (int32_t)eos->valuedouble;
+    if (cJSON_IsNumber(eos)) {
+        if (eos->valuedouble < 0 || eos->valuedouble >= 1e9)
+            return mtplx_fail(MTPLX_ERR_FORMAT, "%s/generation_config.json: eos_token_id %g is "
+                              "not a token id", c->dir, eos->valuedouble);
+        ids[n++] = (int32_t)eos->valuedouble;
+    }
     else if (cJSON_IsArray(eos)) {
         const cJSON *it;
         cJSON_ArrayForEach(it, eos) {

@@ -80,8 +80,8 @@ static mtplx_status add_entry(const char *path, const cJSON *e, const uint8_t *d
                           "pair", path, name);
     double b = cJSON_IsNumber(of->child) ? of->child->valuedouble : -1;
     double en = cJSON_IsNumber(of->child->next) ? of->child->next->valuedouble : -1;
-    if (b < 0 || en < 0 || b != (double)(uint64_t)b || en != (double)(uint64_t)en ||
-        b > 1.8e19 || en > 1.8e19)
+    if (!(b >= 0 && en >= 0 && b < 1.8e19 && en < 1.8e19) || b != (double)(uint64_t)b ||
+        en != (double)(uint64_t)en)
         return mtplx_fail(MTPLX_ERR_FORMAT, "%s: tensor '%s': data_offsets must be non-negative "
                           "integers", path, name);
     uint64_t lo = (uint64_t)b, hi = (uint64_t)en;
