@@ -47,6 +47,8 @@ typedef struct tpieces {
     bool oom;
 } tpieces;
 void tpieces_add(tpieces *p, const char *s, size_t n); /* copies s */
+/* Register text[start, text.n) (already written by the caller) as a piece. */
+void tpieces_commit(tpieces *p, size_t start);
 void tpieces_clear(tpieces *p);
 void tpieces_free(tpieces *p);
 

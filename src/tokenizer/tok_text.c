@@ -40,6 +40,35 @@ static void apply_utf8proc(tbuf *b, int opts) {
     free(dst);
 }
 
+/* NFC only where it can change anything: ASCII is NFC-stable, never the second
+ * half of a composition, and a starter, so only runs of non-ASCII text (with
+ * the ASCII char before them, which a combining mark may attach to) are
+ * normalized. Prose is mostly ASCII, and this keeps NFC off the profile. */
+static void nfc_spans(tbuf *b) {
+    size_t i = 0;
+    while (i < b->n && (unsigned char)b->p[i] < 0x80) i++;
+    if (i == b->n) return;
+    tbuf out = {0}, tmp = {0};
+    size_t done = 0;
+    while (i < b->n) {
+        size_t st = i > 0 ? i - 1 : 0, j = i;
+        while (j < b->n && (unsigned char)b->p[j] >= 0x80) j++;
+        tbuf_put(&out, b->p + done, st - done);
+        tmp.n = 0;
+        tbuf_put(&tmp, b->p + st, j - st);
+        apply_utf8proc(&tmp, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+        tbuf_put(&out, tmp.p, tmp.n);
+        done = j;
+        i = j;
+        while (i < b->n && (unsigned char)b->p[i] < 0x80) i++;
+    }
+    tbuf_put(&out, b->p + done, b->n - done);
+    if (tmp.oom) out.oom = true;
+    tbuf_free(&tmp);
+    tbuf_free(b);
+    *b = out;
+}
+
 /* Rewrite b char by char: fn appends the replacement of cp to out. */
 typedef void (*char_fn)(const tok_step *st, int32_t cp, tbuf *out);
 
@@ -156,7 +185,7 @@ void tok_normalize(const mtplx_tokenizer *t, const char *s, size_t n, tbuf *out)
     for (int k = 0; k < t->n_norm; k++) {
         const tok_step *st = &t->norm[k];
         switch (st->kind) {
-        case N_NFC: apply_utf8proc(out, UTF8PROC_STABLE | UTF8PROC_COMPOSE); break;
+        case N_NFC: nfc_spans(out); break;
         case N_NFD: apply_utf8proc(out, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE); break;
         case N_NFKC: apply_utf8proc(out, UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT); break;
         case N_NFKD:
@@ -372,6 +401,20 @@ static void one_step(const tok_step *st, const tpieces *in, bool first, tpieces 
             break;
         }
         case P_BYTELEVEL: {
+            if (!st->fb && !st->fc) { /* the common case: map bytes straight into out */
+                tbuf *o = &out->text;
+                size_t start = o->n;
+                if (!tbuf_reserve(o, 2 * n + 1)) break;
+                for (size_t k = 0; k < n; k++) {
+                    int l;
+                    const char *c = bytelevel_char((unsigned char)s[k], &l);
+                    o->p[o->n++] = c[0];
+                    if (l == 2) o->p[o->n++] = c[1];
+                }
+                o->p[o->n] = 0;
+                if (o->n > start) tpieces_commit(out, start);
+                break;
+            }
             tbuf pre = {0};
             if (st->fb && (n == 0 || s[0] != ' ')) tbuf_putc(&pre, ' ');
             tbuf_put(&pre, s, n);

@@ -40,6 +40,32 @@ void ivec_push(ivec *a, int32_t x) {
     a->v[a->n++] = x;
 }
 
+static bool tpieces_grow(tpieces *p) {
+    if (p->oom || p->text.oom) {
+        p->oom = true;
+        return false;
+    }
+    if (p->n < p->cap) return true;
+    size_t cap = p->cap ? p->cap * 2 : 64;
+    size_t *o = realloc(p->off, cap * sizeof *o);
+    if (o) p->off = o;
+    size_t *l = o ? realloc(p->len, cap * sizeof *l) : NULL;
+    if (!o || !l) {
+        p->oom = true;
+        return false;
+    }
+    p->len = l;
+    p->cap = cap;
+    return true;
+}
+
+void tpieces_commit(tpieces *p, size_t start) {
+    if (!tpieces_grow(p)) return;
+    p->off[p->n] = start;
+    p->len[p->n] = p->text.n - start;
+    p->n++;
+}
+
 void tpieces_add(tpieces *p, const char *s, size_t n) {
     if (p->oom || p->text.oom) {
         p->oom = true;
