@@ -23,7 +23,8 @@ fetch_pkg() { # fetch_pkg PKG DIR
 
 # (b) llama.cpp's models/templates from node-llama-cpp's bundled git release.
 if [ ! -d "$DEST/llama.cpp/models/templates" ]; then
-    fetch_pkg node-llama-cpp nlc
+    # pinned: the golden fixtures record each template's sha256 as of this release
+    fetch_pkg node-llama-cpp@3.22.1 nlc
     git -c advice.detachedHead=false clone -q "$TMP/nlc/package/llama/gitRelease.bundle" "$TMP/llama.cpp"
     mkdir -p "$DEST/llama.cpp/models"
     cp -r "$TMP/llama.cpp/models/templates" "$DEST/llama.cpp/models/templates"
