@@ -65,6 +65,9 @@ static void test_stories(void **state) {
     assert_int_equal(types[0], 2);
     assert_int_equal(types[1], 3);
     assert_int_equal(types[2], 3);
+    /* spaces are SentencePiece's U+2581 again: id 259 was " t" in tok512.bin */
+    assert_string_equal(s[259].data, "\xe2\x96\x81t");
+    assert_string_equal(s[260].data, "he");
     int n_byte = 0;
     for (int i = 3; i < 512; i++) {
         bool is_byte = s[i].len == 6 && !strncmp(s[i].data, "<0x", 3);

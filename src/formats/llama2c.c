@@ -8,7 +8,9 @@
  * guard against reading a random .bin as a model. Weights are exported from
  * Meta's layout, already in GGUF's interleaved-RoPE order: no permutation.
  * tokenizer.bin: int32 max_token_length, then per token: f32 score, int32 len,
- * len bytes. The v1/v2 exports (magic "ak42") are not supported. */
+ * len bytes; stored as a SentencePiece vocabulary (spaces back to U+2581,
+ * BOS / EOS named <s> / </s>). The v1/v2 exports (magic "ak42") are not
+ * supported. */
 #include "formats/formats.h"
 #include "formats/formats_internal.h"
 #include "kernels/kernels.h"
@@ -153,12 +155,27 @@ mtplx_status mtplx_llama2c_tokenizer_load(const char *path, int32_t n_vocab, mtp
             piece = i == 1 ? "<s>" : "</s>";
             plen = strlen(piece);
         }
-        tokens[i].len = (uint64_t)plen;
-        tokens[i].data = mtplx_strndup(piece, plen);
-        if (!tokens[i].data) {
+        /* llama2.c's export also turned SentencePiece's U+2581 into spaces;
+         * turn them back so the pieces mean what a GGUF "llama" vocab means. */
+        size_t n_sp = 0;
+        for (size_t k = 0; k < plen; k++) n_sp += piece[k] == ' ';
+        char *t = malloc(plen + 2 * n_sp + 1);
+        if (!t) {
             st = mtplx_fail(MTPLX_ERR_NOMEM, "%s: out of memory", path);
             break;
         }
+        size_t m = 0;
+        for (size_t k = 0; k < plen; k++) {
+            if (piece[k] == ' ') {
+                memcpy(t + m, "\xe2\x96\x81", 3);
+                m += 3;
+            } else {
+                t[m++] = piece[k];
+            }
+        }
+        t[m] = 0;
+        tokens[i].len = (uint64_t)m;
+        tokens[i].data = t;
         off += (size_t)len;
         types[i] = i == 0 ? 2 : (i == 1 || i == 2) ? 3 : is_byte_piece(buf + off - len, (uint32_t)len) ? 6 : 1;
     }
