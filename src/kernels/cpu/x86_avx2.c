@@ -19,6 +19,20 @@ AI __m256i dot_u8_s8_avx2(__m256i u, __m256i s) {
 #include "kernels/cpu/x86_q8_0_tmpl.h"
 
 /* ---- Q4_K x Q8_K ---- */
+/* The 12 packed bytes to 8 scales and 8 mins (GGML's layout: bytes 0-3 low 6
+ * bits of scales 0-3, 4-7 of mins 0-3, 8-11 low nibbles of scales/mins 4-7,
+ * whose high 2 bits sit in the top of bytes 0-7), with 32-bit masks. */
+AI void q4_K_unpack_scales(const uint8_t *q, uint8_t out[16]) {
+    uint32_t u[4];
+    memcpy(u, q, 12);
+    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4); /* mins 4-7 */
+    uint32_t mins03 = u[1] & m6;
+    u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4); /* scales 4-7 */
+    u[2] = mins03;
+    u[0] &= m6; /* scales 0-3 */
+    memcpy(out, u, 16);
+}
 AI void q4_K_row(const mm_args *a, int64_t r, int64_t t0, const int nt) {
     const int64_t k = a->k, nb = k / QK_K;
     const block_q4_K *w = (const block_q4_K *)(a->W + (size_t)r * a->w_stride);
@@ -27,22 +41,27 @@ AI void q4_K_row(const mm_args *a, int64_t r, int64_t t0, const int nt) {
     const int16_t *xs = a->xs + t0 * (k / 16);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[NT_MAX];
+    UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        uint8_t sc[8], mn[8];
-        for (int j = 0; j < 8; j++) mtplx_q4k_scale_min(j, w[b].scales, &sc[j], &mn[j]);
+        uint8_t sc[16]; /* 8 six-bit scales, then 8 six-bit mins */
+        q4_K_unpack_scales(w[b].scales, sc);
+        const uint8_t *mn = sc + 8;
         const float d = f16_to_f32(w[b].d), dmin = f16_to_f32(w[b].dmin);
         /* mins pair up with the activation's sums of 16: two sums per sub-block */
-        const __m256i mins = _mm256_setr_epi16(mn[0], mn[0], mn[1], mn[1], mn[2], mn[2], mn[3],
-                                               mn[3], mn[4], mn[4], mn[5], mn[5], mn[6], mn[6],
-                                               mn[7], mn[7]);
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
+            _mm_loadl_epi64((const __m128i *)mn),
+            _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)));
         __m256i isum[NT_MAX];
+        UNROLL
         for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+        UNROLL
         for (int j = 0; j < QK_K / 64; j++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * j));
             const __m256i lo = _mm256_and_si256(q, m4);
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
             const __m256i s1 = _mm256_set1_epi16(sc[2 * j]), s2 = _mm256_set1_epi16(sc[2 * j + 1]);
+            UNROLL
             for (int t = 0; t < nt; t++) {
                 const int8_t *x = xq + t * k + b * QK_K + 64 * j;
                 __m256i x1 = _mm256_loadu_si256((const __m256i *)x);
@@ -52,6 +71,7 @@ AI void q4_K_row(const mm_args *a, int64_t r, int64_t t0, const int nt) {
                 isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(p1, p2));
             }
         }
+        UNROLL
         for (int t = 0; t < nt; t++) {
             const float dx = xd[t * nb + b];
             __m256i bs = _mm256_loadu_si256((const __m256i *)(xs + t * (k / 16) + b * 16));
@@ -79,16 +99,20 @@ AI void q6_K_row(const mm_args *a, int64_t r, int64_t t0, const int nt) {
     const int16_t *xs = a->xs + t0 * (k / 16);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[NT_MAX];
+    UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const int8_t *sc = w[b].scales;
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
         __m256i isum[NT_MAX];
+        UNROLL
         for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+        UNROLL
         for (int h = 0; h < 2; h++) {
             const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
             const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
             const __m256i qh = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
+            UNROLL
             for (int g = 0; g < 4; g++) {
                 /* group g: 32 values at 128h + 32g, scales 8h+2g (first 16) and 8h+2g+1 */
                 __m256i q4 = g & 1 ? ql1 : ql0;
@@ -101,6 +125,7 @@ AI void q6_K_row(const mm_args *a, int64_t r, int64_t t0, const int nt) {
                 const __m256i q = _mm256_or_si256(q4, hb);
                 const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[8 * h + 2 * g + 1]),
                                                    _mm_set1_epi16(sc[8 * h + 2 * g]));
+                UNROLL
                 for (int t = 0; t < nt; t++) {
                     const int8_t *x = xq + t * k + b * QK_K + 128 * h + 32 * g;
                     __m256i xv = _mm256_loadu_si256((const __m256i *)x);
@@ -110,6 +135,7 @@ AI void q6_K_row(const mm_args *a, int64_t r, int64_t t0, const int nt) {
             }
         }
         const float d = f16_to_f32(w[b].d);
+        UNROLL
         for (int t = 0; t < nt; t++) {
             __m256i bs = _mm256_loadu_si256((const __m256i *)(xs + t * (k / 16) + b * 16));
             __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
@@ -144,10 +170,12 @@ AI void float_row(const mm_args *a, int64_t r, int64_t t0, const int nt, const i
     const void *w = a->W + (size_t)r * a->w_stride;
     const float *x = a->x + t0 * k;
     __m256 acc[NT_MAX][2];
+    UNROLL
     for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     int64_t j = 0;
     for (; j + 16 <= k; j += 16) {
         __m256 w0 = load_w8(type, w, j), w1 = load_w8(type, w, j + 8);
+        UNROLL
         for (int t = 0; t < nt; t++) {
             acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + t * k + j), acc[t][0]);
             acc[t][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + t * k + j + 8), acc[t][1]);
@@ -155,17 +183,21 @@ AI void float_row(const mm_args *a, int64_t r, int64_t t0, const int nt, const i
     }
     for (; j + 8 <= k; j += 8) {
         __m256 w0 = load_w8(type, w, j);
+        UNROLL
         for (int t = 0; t < nt; t++)
             acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + t * k + j), acc[t][0]);
     }
     __m256 res[NT_MAX];
+    UNROLL
     for (int t = 0; t < nt; t++) res[t] = _mm256_add_ps(acc[t][0], acc[t][1]);
     if (j < k) {
         float tail[NT_MAX] = {0};
         for (; j < k; j++) {
             float wj = load_w1(type, w, j);
+            UNROLL
             for (int t = 0; t < nt; t++) tail[t] += wj * x[t * k + j];
         }
+        UNROLL
         for (int t = 0; t < nt; t++)
             res[t] = _mm256_add_ps(res[t], _mm256_setr_ps(tail[t], 0, 0, 0, 0, 0, 0, 0));
     }
@@ -212,6 +244,7 @@ static void quant_q8_0_avx2(const float *x, int64_t n, int8_t *q, float *d) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) {
         __m256 v[4], amax = _mm256_setzero_ps();
+        UNROLL
         for (int i = 0; i < 4; i++) {
             v[i] = _mm256_loadu_ps(x + 8 * i);
             amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
@@ -220,6 +253,7 @@ static void quant_q8_0_avx2(const float *x, int64_t n, int8_t *q, float *d) {
         d[b] = _cvtsh_ss(_cvtss_sh(dd, 0));
         __m256 mul = _mm256_set1_ps(id);
         __m256i iv[4];
+        UNROLL
         for (int i = 0; i < 4; i++) iv[i] = _mm256_cvtps_epi32(round_away(_mm256_mul_ps(v[i], mul)));
         _mm256_storeu_si256((__m256i *)(q + b * QK8_0), pack32(iv[0], iv[1], iv[2], iv[3]));
     }
@@ -248,6 +282,7 @@ static void quant_q8_K_avx2(const float *x, int64_t n, int8_t *q, float *d, int1
         __m256 mul = _mm256_set1_ps(iscale);
         for (int i = 0; i < QK_K; i += 32) {
             __m256i iv[4];
+            UNROLL
             for (int u = 0; u < 4; u++)
                 iv[u] = _mm256_cvtps_epi32(_mm256_round_ps(
                     _mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * u), mul),
@@ -396,12 +431,15 @@ AI void attn_head(const attn_args *a, int64_t tok, int head, float *scores, cons
     for (int d0 = 0; d0 < hd; d0 += 64) {
         if (d0 + 64 <= hd) {
             __m256 acc[8];
+            UNROLL
             for (int u = 0; u < 8; u++) acc[u] = _mm256_setzero_ps();
             for (j = 0; j < n_kv; j++) {
                 __m256 p = _mm256_broadcast_ss(scores + j);
+                UNROLL
                 for (int u = 0; u < 8; u++)
                     acc[u] = _mm256_fmadd_ps(p, load_kv8(f16, a->v, j * row + off + d0 + 8 * u), acc[u]);
             }
+            UNROLL
             for (int u = 0; u < 8; u++)
                 _mm256_storeu_ps(out + d0 + 8 * u, _mm256_mul_ps(acc[u], _mm256_set1_ps(inv)));
         } else {

@@ -16,6 +16,31 @@ AI __m256i unpack_q4_0(const block_q4_0 *b) {
     return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
 }
 
+/* Weight block b of one row against nt tokens, accumulated into acc[t]. */
+AI void q8_0_block(const uint8_t *wrow, int64_t b, const int8_t *xq, const float *xd, int64_t k,
+                   int64_t nb, const int nt, const int q4, __m256 *acc) {
+    __m256i w;
+    float dw;
+    if (q4) {
+        const block_q4_0 *blk = (const block_q4_0 *)wrow + b;
+        w = unpack_q4_0(blk);
+        dw = f16_to_f32(blk->d);
+    } else {
+        const block_q8_0 *blk = (const block_q8_0 *)wrow + b;
+        w = _mm256_loadu_si256((const __m256i *)blk->qs);
+        dw = f16_to_f32(blk->d);
+    }
+    const __m256i aw = _mm256_abs_epi8(w);
+    const __m256 vdw = _mm256_set1_ps(dw);
+    UNROLL
+    for (int t = 0; t < nt; t++) {
+        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + t * k + b * QK8_0));
+        __m256i p = DOT_U8_S8(aw, _mm256_sign_epi8(xv, w));
+        __m256 s = _mm256_mul_ps(vdw, _mm256_broadcast_ss(xd + t * nb + b));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[t]);
+    }
+}
+
 /* One weight row r against tokens t0 .. t0+nt-1. q4 selects the weight layout. */
 AI void q8_0_row(const mm_args *a, int64_t r, int64_t t0, const int nt, const int q4) {
     const int64_t k = a->k, nb = k / QK8_0;
@@ -23,34 +48,18 @@ AI void q8_0_row(const mm_args *a, int64_t r, int64_t t0, const int nt, const in
     const int8_t *xq = a->xq + t0 * k;
     const float *xd = a->xd + t0 * nb;
     /* two accumulator sets hide the FMA latency when few tokens share a block */
-    const int two = nt <= 2;
-    __m256 acc[NT_MAX][2];
-    for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i w;
-        float dw;
-        if (q4) {
-            const block_q4_0 *blk = (const block_q4_0 *)wrow + b;
-            w = unpack_q4_0(blk);
-            dw = f16_to_f32(blk->d);
-        } else {
-            const block_q8_0 *blk = (const block_q8_0 *)wrow + b;
-            w = _mm256_loadu_si256((const __m256i *)blk->qs);
-            dw = f16_to_f32(blk->d);
-        }
-        const __m256i aw = _mm256_abs_epi8(w);
-        const __m256 vdw = _mm256_set1_ps(dw);
-        const int u = two ? (int)(b & 1) : 0;
-        for (int t = 0; t < nt; t++) {
-            __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + t * k + b * QK8_0));
-            __m256i p = DOT_U8_S8(aw, _mm256_sign_epi8(xv, w));
-            __m256 s = _mm256_mul_ps(vdw, _mm256_broadcast_ss(xd + t * nb + b));
-            acc[t][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[t][u]);
-        }
+    __m256 acc0[NT_MAX], acc1[NT_MAX];
+    UNROLL
+    for (int t = 0; t < nt; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        q8_0_block(wrow, b, xq, xd, k, nb, nt, q4, acc0);
+        q8_0_block(wrow, b + 1, xq, xd, k, nb, nt, q4, nt <= 2 ? acc1 : acc0);
     }
-    __m256 res[NT_MAX];
-    for (int t = 0; t < nt; t++) res[t] = _mm256_add_ps(acc[t][0], acc[t][1]);
-    store_results(a, r, t0, nt, res);
+    if (b < nb) q8_0_block(wrow, b, xq, xd, k, nb, nt, q4, acc0);
+    UNROLL
+    for (int t = 0; t < nt; t++) acc0[t] = _mm256_add_ps(acc0[t], acc1[t]);
+    store_results(a, r, t0, nt, acc0);
 }
 
 #define Q8_0_ROW(a, r, t0, nt) q8_0_row(a, r, t0, nt, 0)

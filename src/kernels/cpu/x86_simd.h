@@ -9,6 +9,9 @@
 #include <immintrin.h>
 
 #define AI static inline __attribute__((always_inline))
+/* -O2 does not unroll; the loops over tokens must be, so that each token's
+ * accumulators live in registers rather than on the stack. */
+#define UNROLL _Pragma("GCC unroll 8")
 
 /* Rows of W processed together per pass over the tokens: about this many
  * bytes stay in L1/L2 while each group of tokens is applied to them. */
@@ -63,8 +66,10 @@ AI void store_results(const mm_args *a, int64_t r, int64_t t0, int nt, const __m
     if (nt == 4) {
         float s[4];
         _mm_storeu_ps(s, hsum8x4(acc[0], acc[1], acc[2], acc[3]));
+        UNROLL
         for (int t = 0; t < 4; t++) a->y[(t0 + t) * a->m + r] = s[t];
     } else {
+        UNROLL
         for (int t = 0; t < nt; t++) a->y[(t0 + t) * a->m + r] = hsum8(acc[t]);
     }
 }
