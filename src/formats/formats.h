@@ -11,11 +11,16 @@ const char *mtplx_detect_format(const char *path);
 
 /* Hugging Face folder: config.json, model.safetensors or sharded
  * model.safetensors.index.json, generation_config.json, tokenizer.json and
- * tokenizer_config.json when present (the tokenizer becomes
- * tokenizer.ggml.* keys, the chat template tokenizer.chat_template).
- * Architectures: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM (and
- * MTP tensors when present, kept under their GGUF names). Llama q/k weights
- * are permuted to GGUF's interleaved-RoPE order, as llama.cpp's converter does. */
+ * tokenizer_config.json when present (their texts are kept verbatim under
+ * "tokenizer.huggingface.json" / "tokenizer.huggingface.config" for the
+ * tokenizer layer; the chat template becomes tokenizer.chat_template).
+ * Architectures: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+ * MiMoForCausalLM (as qwen2). MTP heads (Qwen3-Next mtp.*, DeepSeek/GLM
+ * model.layers.N>=n_layer, MiMo model.mtp_layers.i) become blocks n_layer+i
+ * with llama.cpp's blk.B.nextn.* names, <arch>.nextn_predict_layers = heads
+ * and block_count = n_layer + heads (MiMo adds mtplx.nextn.hidden_first).
+ * Llama q/k weights are permuted to GGUF's interleaved-RoPE order, as
+ * llama.cpp's converter does. Full key list at the top of hf.c. */
 mtplx_status mtplx_hf_load(const char *dir, mtplx_gguf **out);
 
 /* Safetensors file: header checked against the file; tensors appended to g
