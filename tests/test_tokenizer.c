@@ -332,8 +332,22 @@ static void test_llama2c(void **state) {
     assert_int_equal(mtplx_tokenize(t2, s, strlen(s), true, true, &b, &nb), MTPLX_OK);
     assert_int_equal(na, nb);
     assert_memory_equal(a, b, na * sizeof *a);
+    free(b);
+    mtplx_tokenizer_free(t2);
+    /* the same as a vocab-only .gguf file, through mtplx_tokenizer_load */
+    char gp[] = "/tmp/mtplx_tok_XXXXXX.gguf";
+    int fd = mkstemps(gp, 5);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(mtplx_gguf_write(g, gp), MTPLX_OK);
+    t2 = NULL;
+    if (mtplx_tokenizer_load(gp, &t2) != MTPLX_OK) fail_msg("%s", mtplx_last_error());
+    assert_int_equal(mtplx_tokenize(t2, s, strlen(s), true, true, &b, &nb), MTPLX_OK);
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, na * sizeof *a);
     free(a);
     free(b);
+    unlink(gp);
     mtplx_tokenizer_free(t2);
     mtplx_gguf_free(g);
     mtplx_tokenizer_free(t);

@@ -116,6 +116,7 @@ struct mtplx_tokenizer {
     mergemap merges;
     int32_t n_merges;
     bool byte_fallback, fuse_unk, ignore_merges;
+    bool split_mark; /* no piece has U+2581 after another char: long words may be cut before it */
     char *cont_prefix, *eow_suffix; /* NULL when unused */
     int32_t byte_id[256];           /* id of "<0xNN>", -1 when absent */
     /* WordPiece */

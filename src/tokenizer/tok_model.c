@@ -299,7 +299,25 @@ bad:
     if (t->unk >= 0) ivec_push(out, t->unk);
 }
 
+static void model_word(const mtplx_tokenizer *t, tok_cache *c, const char *s, size_t n, ivec *out);
+
 void tok_model_word(const mtplx_tokenizer *t, tok_cache *c, const char *s, size_t n, ivec *out) {
+    if (n <= CACHE_MAX_WORD || !t->split_mark) {
+        model_word(t, c, s, n, out);
+        return;
+    }
+    /* cut before each U+2581 that follows another char (see split_mark) */
+    size_t start = 0;
+    for (size_t i = 1; i + 3 <= n; i++) {
+        if (memcmp(s + i, "\xe2\x96\x81", 3) != 0) continue;
+        if (i >= 3 && !memcmp(s + i - 3, "\xe2\x96\x81", 3)) continue;
+        model_word(t, c, s + start, i - start, out);
+        start = i;
+    }
+    model_word(t, c, s + start, n - start, out);
+}
+
+static void model_word(const mtplx_tokenizer *t, tok_cache *c, const char *s, size_t n, ivec *out) {
     if (!n) return;
     if (!c->w && !(c->w = calloc(1, sizeof *c->w))) {
         out->oom = true;

@@ -385,6 +385,19 @@ mtplx_status tok_finish(mtplx_tokenizer *t, const char *eos_name) {
         if (t->added_hi[b] == t->added_lo[b]) t->added_lo[b] = i;
         t->added_hi[b] = i + 1;
     }
+    /* SPM-style text is one long "word"; merges cannot cross a U+2581 that
+     * follows another char when no piece has one there, so words can be cut. */
+    t->split_mark = t->model != TM_WORDPIECE && tok_find(t, "\xe2\x96\x81", 3) >= 0;
+    for (int32_t i = 0; t->split_mark && i < t->n_vocab; i++) {
+        const char *p = t->piece[i], *m = p;
+        while ((m = strstr(m, "\xe2\x96\x81")) != NULL) {
+            if (m != p && !(m - p >= 3 && !memcmp(m - 3, "\xe2\x96\x81", 3))) {
+                t->split_mark = false;
+                break;
+            }
+            m += 3;
+        }
+    }
     if (eos_name && t->eos < 0) t->eos = tok_find(t, eos_name, strlen(eos_name));
     if (t->eos >= 0 && t->eos < t->n_vocab) t->eog[t->eos] = 1;
     for (int k = 0; eog_names[k]; k++) {
