@@ -65,7 +65,11 @@ static const char *tf_path(const char *fmt, ...) {
     vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
     char *b = bufs[k++ & 7];
-    snprintf(b, PATH_MAX, "%s/%s", tf_dir(), name);
+    size_t dl = strlen(tf_dir()), nl = strlen(name);
+    if (dl + 1 + nl >= PATH_MAX) abort();
+    memcpy(b, tf_dir(), dl);
+    b[dl] = '/';
+    memcpy(b + dl + 1, name, nl + 1);
     return b;
 }
 static void tf_mkdir(const char *path) { mkdir(path, 0755); }

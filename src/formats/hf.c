@@ -165,12 +165,20 @@ static mtplx_status read_config(const cJSON *cfg, hf_cfg *c, mtplx_gguf *g) {
     MTPLX_TRY(set_arch_u32(g, c, "attention.key_length", c->head_dim));
     MTPLX_TRY(set_arch_u32(g, c, "attention.value_length", c->head_dim));
     MTPLX_TRY(set_arch_u32(g, c, "rope.dimension_count", c->head_dim));
-    MTPLX_TRY(set_arch_f32(g, c, "rope.freq_base", cfg_num(cfg, "rope_theta", 10000.0)));
+    /* transformers 5 writes rope_parameters {rope_theta, rope_type, ...} in
+     * place of rope_theta / rope_scaling; "default" means no scaling */
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
+    double theta = cfg_num(cfg, "rope_theta", cJSON_IsObject(rp) ? cfg_num(rp, "rope_theta", 10000.0) : 10000.0);
+    MTPLX_TRY(set_arch_f32(g, c, "rope.freq_base", theta));
     MTPLX_TRY(set_arch_f32(g, c, "attention.layer_norm_rms_epsilon",
                            cfg_num(cfg, "rms_norm_eps", 1e-6)));
     if (n_vocab > 0) MTPLX_TRY(set_arch_u32(g, c, "vocab_size", n_vocab));
 
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+    if (!cJSON_IsObject(rs) && cJSON_IsObject(rp)) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(rp, "rope_type");
+        if (cJSON_IsString(t) && strcmp(t->valuestring, "default")) rs = rp;
+    }
     if (cJSON_IsObject(rs)) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
         if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
