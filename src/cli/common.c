@@ -31,7 +31,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) {
 }
 
 const char *cli_home(void) {
-    static char home[PATH_MAX];
+    static char home[PATH_MAX / 2];
     if (home[0]) return home;
     const char *h = getenv("MTPLX_HOME");
     if (h && *h) snprintf(home, sizeof home, "%s", h);
@@ -52,6 +52,7 @@ bool cli_resolve_model(const char *arg, char *buf, size_t cap) {
         const char *env = getenv("MTPLX_DEFAULT_MODEL");
         const char *cands[3] = {env, MTPLX_DEFAULT_MODEL, NULL};
         char store[PATH_MAX];
+        _Static_assert(PATH_MAX / 2 + 32 < PATH_MAX, "store path fits");
         snprintf(store, sizeof store, "%s/models/default.gguf", cli_home());
         cands[2] = store;
         for (int i = 0; i < 3; i++) {
