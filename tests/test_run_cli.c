@@ -1,0 +1,77 @@
+/* test_run_cli.c: the `mtplx run` program end to end:
+ *  - stories260K (llama2.c's TinyStories 260K checkpoint) greedily prints
+ *    llama2.c's published sample;
+ *  - the default model's greedy text is the same with and without MTP;
+ *  - bad input gives exit 1 (runtime) or 2 (usage) with a one-line message. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int run(const char *args, char *out, size_t cap) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s 2>/tmp/mtplx_test_run_cli.err", MTPLX_BIN, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void stories260k(void **s) {
+    (void)s;
+    static char out[1 << 16];
+    int rc = run("run -m " MTPLX_SHARED_DIR "/models/stories260K/stories260K.bin --temp 0 -n 256", out, sizeof out);
+    assert_int_equal(rc, 0);
+    const char *want = "Once upon a time, there was a little girl named Lily. She loved to play outside in "
+                       "the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.";
+    if (strncmp(out, want, strlen(want))) fail_msg("got: %.300s", out);
+}
+
+static void default_mtp_equals_ar(void **s) {
+    (void)s;
+    if (access(MTPLX_SOURCE_DIR "/models/default.gguf", R_OK)) skip();
+    static char ar[1 << 16], sp[1 << 16];
+    assert_int_equal(run("run -p 'The old man looked at the sea and' --temp 0 -n 120 --no-mtp", ar, sizeof ar), 0);
+    for (int d = 1; d <= 3; d++) {
+        char args[256];
+        snprintf(args, sizeof args, "run -p 'The old man looked at the sea and' --temp 0 -n 120 --draft-depth %d", d);
+        assert_int_equal(run(args, sp, sizeof sp), 0);
+        assert_string_equal(ar, sp);
+    }
+}
+
+static void bad_input(void **s) {
+    (void)s;
+    char out[4096], err[4096] = {0};
+    assert_int_equal(run("run -m /nonexistent/model.gguf", out, sizeof out), 1);
+    FILE *f = fopen("/tmp/mtplx_test_run_cli.err", "r");
+    assert_non_null(f);
+    size_t n = fread(err, 1, sizeof err - 1, f);
+    fclose(f);
+    err[n] = 0;
+    assert_non_null(strstr(err, "/nonexistent/model.gguf"));
+    assert_int_equal(run("run --temp banana", out, sizeof out), 2);
+    assert_int_equal(run("run --draft-depth 99", out, sizeof out), 2);
+    assert_int_equal(run("nosuchcommand", out, sizeof out), 2);
+    /* an empty file and a text file given as the model */
+    assert_int_equal(run("run -m " MTPLX_SOURCE_DIR "/README.md", out, sizeof out), 1);
+    /* the llama2.c model has no MTP head: asking for a depth is a usage error */
+    assert_int_equal(run("run -m " MTPLX_SHARED_DIR "/models/stories260K/stories260K.bin --draft-depth 2 -n 4", out, sizeof out), 2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(stories260k),
+        cmocka_unit_test(default_mtp_equals_ar),
+        cmocka_unit_test(bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
