@@ -197,11 +197,78 @@ static void sampler_transforms(void **state) {
     assert_float_equal(p[0], 1.0, 0);
 }
 
+/* After a long sampled generation with many rejections (random head), the
+ * KV cache must equal a fresh prefill of the same text: compare the logits
+ * of every position, recomputed through the cache, with a fresh context. */
+static void cache_integrity(void **state) {
+    (void)state;
+    mtplx_model *m = tu_random_model(1, 0.12f);
+    mtplx_ctx *c = NULL, *f = NULL;
+    mtplx_ctx_params cp = mtplx_ctx_default_params();
+    cp.n_ctx = 512;
+    cp.n_threads = 2;
+    assert_int_equal(mtplx_ctx_new(m, &cp, &c), MTPLX_OK);
+    assert_int_equal(mtplx_ctx_new(m, &cp, &f), MTPLX_OK);
+    int32_t prompt[] = {1, 403, 261, 378, 285};
+    mtplx_gen_params gp = mtplx_gen_default_params();
+    gp.sampling.temperature = 1.0f;
+    gp.sampling.top_k = 0;
+    gp.sampling.top_p = 1.0f;
+    gp.sampling.min_p = 0;
+    gp.sampling.seed = 7;
+    gp.max_tokens = 300;
+    gp.ignore_eos = true;
+    gp.draft_depth = 3;
+    static tu_collect got;
+    memset(&got, 0, sizeof got);
+    mtplx_gen_stats st;
+    assert_int_equal(mtplx_generate(c, prompt, 5, &gp, tu_collect_cb, &got, &st), MTPLX_OK);
+    assert_int_equal(got.n, 300);
+    int64_t rejected = 0;
+    for (int i = 0; i < 3; i++) rejected += st.drafted[i] - st.accepted[i];
+    assert_true(rejected > 50);
+    /* the cache holds prompt + generated[0..n-2]; feed the last token */
+    static int32_t seq[512];
+    memcpy(seq, prompt, sizeof prompt);
+    memcpy(seq + 5, got.ids, (size_t)got.n * sizeof(int32_t));
+    int n = 5 + got.n;
+    assert_int_equal(mtplx_ctx_n_past(c), n - 1);
+    double worst = 0;
+    int V = m->hp.n_vocab;
+    /* every position: roll the cached context back and recompute that
+     * position's logits through the cache; fresh context computes in chunks */
+    static float fresh[512][512];
+    for (int s0 = 0; s0 < n; s0 += 16) {
+        int k = n - s0 < 16 ? n - s0 : 16;
+        assert_int_equal(mtplx_forward(f, seq + s0, k, true), MTPLX_OK);
+        for (int i = 0; i < k; i++) memcpy(fresh[s0 + i], mtplx_logits(f, i), V * sizeof(float));
+    }
+    for (int p = n - 1; p >= 1; p -= 7) {
+        assert_int_equal(mtplx_ctx_truncate(c, p), MTPLX_OK);
+        assert_int_equal(mtplx_forward(c, &seq[p], 1, false), MTPLX_OK);
+        const float *l = mtplx_logits(c, 0);
+        double mx = 0, mb = 0;
+        for (int v = 0; v < V; v++) {
+            double d = fabs(l[v] - fresh[p][v]);
+            if (d > mx) mx = d;
+            if (fabs(fresh[p][v]) > mb) mb = fabs(fresh[p][v]);
+        }
+        if (mx / mb > worst) worst = mx / mb;
+    }
+    print_message("cache integrity: %lld rejections, worst relative logit difference %.3g\n",
+                  (long long)rejected, worst);
+    assert_true(worst < 1e-4);
+    mtplx_ctx_free(c);
+    mtplx_ctx_free(f);
+    mtplx_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sampler_transforms),
         cmocka_unit_test(greedy_equal),
         cmocka_unit_test(distribution_exact),
+        cmocka_unit_test(cache_integrity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
