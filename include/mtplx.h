@@ -150,6 +150,10 @@ typedef struct mtplx_ctx_params {
     int32_t n_threads; /* 0 = all cores */
     int32_t n_batch;   /* most tokens per forward (prefill chunks); 0 = 512 */
     bool kv_f32;       /* KV cache in F32 instead of F16 */
+    /* Share this context's backend (thread pool and scratch) instead of
+     * making one: for several contexts driven from ONE thread (a server's
+     * slots). It must outlive the new context and have n_ctx, n_batch >=. */
+    mtplx_ctx *share_backend_of;
 } mtplx_ctx_params;
 
 mtplx_ctx_params mtplx_ctx_default_params(void);
@@ -248,6 +252,44 @@ mtplx_status mtplx_generate(mtplx_ctx *ctx, const int32_t *prompt, int32_t n_pro
 
 /* Mean tokens committed per target forward during decode (>= 1 with MTP). */
 double mtplx_gen_stats_tokens_per_forward(const mtplx_gen_stats *s);
+
+/* ---- incremental generation (servers, UIs) ----
+ * The same algorithm as mtplx_generate, one step at a time, so a scheduler
+ * can interleave several contexts. start() checks the request and keeps a
+ * copy of the prompt; each step() does one prefill chunk (emitting nothing)
+ * or one decode step (AR: 1 token; MTP: 1..k+1 tokens, each through cb) and
+ * sets *done when generation has ended (EOS, length, context, callback). */
+typedef struct mtplx_gen mtplx_gen;
+mtplx_status mtplx_gen_start(mtplx_ctx *ctx, const int32_t *prompt, int32_t n_prompt,
+                             const mtplx_gen_params *params, mtplx_gen **out);
+mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *done);
+/* Statistics so far (owned by g). */
+const mtplx_gen_stats *mtplx_gen_get_stats(const mtplx_gen *g);
+void mtplx_gen_free(mtplx_gen *g);
+
+/* ------------------------------------------------------------------ */
+/* Embeddings and reranking                                            */
+/* ------------------------------------------------------------------ */
+
+enum {
+    MTPLX_ROLE_GENERATE = 1, /* causal LM (chat / completions) */
+    MTPLX_ROLE_EMBED = 2,    /* sentence embeddings */
+    MTPLX_ROLE_RERANK = 4,   /* query-document relevance */
+};
+/* Bit set of the roles this model can play. */
+int mtplx_model_roles(const mtplx_model *model);
+/* Embedding width (0 if the model cannot embed). */
+int32_t mtplx_embed_dim(const mtplx_model *model);
+/* Embed n texts as one batch: out [n][mtplx_embed_dim] floats, pooled and
+ * (when the model says so) L2-normalised. is_query applies the model's query
+ * instruction convention (Qwen3-Embedding). n_tokens (may be NULL) gets the
+ * total input tokens. Inputs longer than the context: MTPLX_ERR_RANGE. */
+mtplx_status mtplx_embed(mtplx_ctx *ctx, const char *const *texts, int32_t n, bool is_query,
+                         float *out, int32_t *n_tokens);
+/* Relevance scores in [0, 1] of n documents for a query (cross-encoder
+ * sigmoid, or p("yes") for Qwen3-Reranker style models). */
+mtplx_status mtplx_rerank(mtplx_ctx *ctx, const char *query, const char *const *docs, int32_t n,
+                          float *scores, int32_t *n_tokens);
 
 #ifdef __cplusplus
 }
