@@ -32,7 +32,17 @@ mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, m
     int64_t max_k = hp->n_ff;
     if ((int64_t)hp->n_head * hp->head_dim > max_k) max_k = (int64_t)hp->n_head * hp->head_dim;
     if (2 * (int64_t)hp->n_embd > max_k) max_k = 2 * (int64_t)hp->n_embd;
-    mtplx_status st = mtplx_backend_cpu_new(p.n_threads, max_k, p.n_batch, p.n_ctx, &c->be);
+    mtplx_status st = MTPLX_OK;
+    if (p.share_backend_of) {
+        const mtplx_ctx *o = p.share_backend_of;
+        if (o->model != model || p.n_ctx > o->n_ctx || p.n_batch > o->n_batch)
+            st = mtplx_fail(MTPLX_ERR_ARG, "context: a shared backend must come from a context of the "
+                                           "same model with n_ctx >= %d and n_batch >= %d", p.n_ctx, p.n_batch);
+        c->be = o->be;
+        c->be_shared = true;
+    } else {
+        st = mtplx_backend_cpu_new(p.n_threads, max_k, p.n_batch, p.n_ctx, &c->be);
+    }
     if (st == MTPLX_OK) st = mtplx_kv_init(&c->kv, c->be, hp, hp->n_layer, p.n_ctx, p.kv_f32);
     if (st == MTPLX_OK) st = mtplx_acts_init(&c->acts, c->be, hp, p.n_batch);
     c->tokens = calloc((size_t)p.n_ctx, sizeof(int32_t));
@@ -68,7 +78,7 @@ void mtplx_ctx_free(mtplx_ctx *c) {
         mtplx_acts_free(&c->acts, c->be);
         mtplx_kv_free(&c->mtp_kv, c->be);
         mtplx_acts_free(&c->mtp_acts, c->be);
-        c->be->free(c->be);
+        if (!c->be_shared) c->be->free(c->be);
     }
     for (int i = 0; i <= MTPLX_MAX_DRAFT; i++) {
         free(c->p[i]);
@@ -105,7 +115,7 @@ static void mtp_run(mtplx_ctx *c, int64_t upto, int32_t next, int64_t *last_row)
         if (n > c->mtp_acts.n_max) n = c->mtp_acts.n_max;
         for (int64_t i = 0; i < n; i++) {
             int64_t pos = c->mtp_n_past + i;
-            toks[i] = pos + 1 < c->n_past ? c->tokens[pos + 1] : next;
+            toks[i] = pos + 1 < c->n_known ? c->tokens[pos + 1] : next;
         }
         mtplx_mtp_forward(c->model, 0, c->be, &c->mtp_kv, &c->mtp_acts, toks, c->pend_hidden, n,
                           c->mtp_n_past);
@@ -133,9 +143,10 @@ mtplx_status mtplx_ctx_decode(mtplx_ctx *c, const int32_t *tokens, int32_t n, bo
                               tokens[i], V - 1);
     for (int32_t done = 0; done < n;) {
         int32_t m = n - done < c->n_batch ? n - done : c->n_batch;
+        memcpy(c->tokens + c->n_past, tokens + done, (size_t)m * sizeof(int32_t));
+        c->n_known = c->n_past + m; /* the head may pair position n_past-1 with this chunk's first */
         mtplx_model_forward(c->model, c->be, &c->kv, &c->acts, tokens + done, m, c->n_past,
                             all_logits);
-        memcpy(c->tokens + c->n_past, tokens + done, (size_t)m * sizeof(int32_t));
         if (c->mtp_on) {
             /* a long prefill: let the head consume committed positions so the
              * pending buffer never holds more than one chunk */
@@ -159,6 +170,7 @@ mtplx_status mtplx_ctx_decode(mtplx_ctx *c, const int32_t *tokens, int32_t n, bo
 
 mtplx_status mtplx_mtp_catch_up(mtplx_ctx *c, int32_t next, int64_t *row) {
     MTPLX_ASSERT(c->has_mtp && c->mtp_on && c->mtp_n_past < c->n_past);
+    c->n_known = c->n_past; /* the newest position pairs with `next` */
     mtp_run(c, c->n_past, next, row);
     return MTPLX_OK;
 }

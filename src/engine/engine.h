@@ -13,6 +13,8 @@ struct mtplx_ctx {
     mtplx_acts acts;
     int32_t n_ctx, n_batch, n_past;
     int32_t *tokens;   /* [n_ctx] tokens whose K/V are in the cache */
+    int32_t n_known;   /* entries of tokens[] that are valid (>= n_past while decoding) */
+    bool be_shared;    /* the backend belongs to another context */
     int32_t last_n;    /* tokens in the last forward */
     bool last_all;     /* ... and whether all their logits were kept */
     /* MTP head state: its own 1-layer KV cache, valid for positions

@@ -16,37 +16,43 @@ double mtplx_gen_stats_tokens_per_forward(const mtplx_gen_stats *s) {
     return s->n_forward > 0 ? (double)s->n_gen / s->n_forward : 0.0;
 }
 
-typedef struct {
+/* One generation in progress: everything mtplx_gen_step needs to resume. */
+struct mtplx_gen {
     mtplx_ctx *c;
+    mtplx_gen_params gp;
+    mtplx_gen_stats st;
     mtplx_gen_state gs;
     mtplx_detok *detok;
-    mtplx_token_cb cb;
+    int32_t *prompt, n_prompt;
+    int32_t next_prefill; /* first prompt index not yet in the cache */
+    enum { PH_PREFILL, PH_DECODE, PH_DONE } phase;
+    int32_t x;            /* the newest committed token, not yet in the cache */
+    int32_t depth, cur_depth, steps;
+    mtplx_token_cb cb;    /* of the current step */
     void *user;
-    mtplx_gen_stats *st;
-    bool done;
-} run;
+};
 
 /* Commit one generated token: returns false once generation must stop. */
-static bool emit(run *r, int32_t id, mtplx_token_source src, int32_t draft_pos, float lp) {
-    const mtplx_gen_params *gp = r->gs.gp;
+static bool emit(mtplx_gen *r, int32_t id, mtplx_token_source src, int32_t draft_pos, float lp) {
+    const mtplx_gen_params *gp = &r->gp;
     r->gs.gen[r->gs.n_gen++] = id;
     r->gs.hist[r->gs.n_hist++] = id;
     if (!gp->ignore_eos && mtplx_token_is_eog(r->c->model->tok, id)) {
-        r->st->stop = MTPLX_STOP_EOS;
+        r->st.stop = MTPLX_STOP_EOS;
         return false;
     }
-    r->st->n_gen++;
+    r->st.n_gen++;
     mtplx_token_event ev = {.id = id, .source = src, .draft_pos = draft_pos, .logprob = lp};
     if (mtplx_detok_push(r->detok, id, &ev.text, &ev.text_len) != MTPLX_OK) {
         ev.text = "";
         ev.text_len = 0;
     }
     if (r->cb && r->cb(&ev, r->user)) {
-        r->st->stop = MTPLX_STOP_CALLBACK;
+        r->st.stop = MTPLX_STOP_CALLBACK;
         return false;
     }
-    if (gp->max_tokens > 0 && r->st->n_gen >= gp->max_tokens) {
-        r->st->stop = MTPLX_STOP_LENGTH;
+    if (gp->max_tokens > 0 && r->st.n_gen >= gp->max_tokens) {
+        r->st.stop = MTPLX_STOP_LENGTH;
         return false;
     }
     return true;
@@ -75,13 +81,21 @@ static int32_t adapt_depth(const mtplx_gen_stats *s, int32_t max_depth, int32_t 
     return best_d;
 }
 
-mtplx_status mtplx_generate(mtplx_ctx *c, const int32_t *prompt, int32_t n_prompt,
-                            const mtplx_gen_params *gp_in, mtplx_token_cb cb, void *user,
-                            mtplx_gen_stats *stats) {
+void mtplx_gen_free(mtplx_gen *g) {
+    if (!g) return;
+    mtplx_detok_free(g->detok);
+    free(g->gs.gen);
+    free(g->gs.hist);
+    free(g->prompt);
+    free(g);
+}
+
+const mtplx_gen_stats *mtplx_gen_get_stats(const mtplx_gen *g) { return &g->st; }
+
+mtplx_status mtplx_gen_start(mtplx_ctx *c, const int32_t *prompt, int32_t n_prompt,
+                             const mtplx_gen_params *gp_in, mtplx_gen **out) {
+    *out = NULL;
     mtplx_gen_params gp = gp_in ? *gp_in : mtplx_gen_default_params();
-    mtplx_gen_stats local;
-    mtplx_gen_stats *st = stats ? stats : &local;
-    memset(st, 0, sizeof *st);
     if (!c || !prompt || n_prompt <= 0)
         return mtplx_fail(MTPLX_ERR_ARG, "generate: the prompt must hold at least one token");
     if (n_prompt >= c->n_ctx)
@@ -90,17 +104,43 @@ mtplx_status mtplx_generate(mtplx_ctx *c, const int32_t *prompt, int32_t n_promp
     if (!(gp.sampling.temperature >= 0) || !(gp.sampling.top_p > 0 && gp.sampling.top_p <= 1) ||
         !(gp.sampling.min_p >= 0 && gp.sampling.min_p <= 1) || gp.sampling.top_k < 0)
         return mtplx_fail(MTPLX_ERR_ARG, "generate: sampling parameters out of range");
+    int32_t V = c->model->hp.n_vocab;
+    for (int32_t i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= V)
+            return mtplx_fail(MTPLX_ERR_RANGE, "prompt token %d is %d, outside the vocabulary (0..%d)",
+                              i, prompt[i], V - 1);
     int32_t depth = gp.draft_depth < 0 ? (c->has_mtp ? 3 : 0) : gp.draft_depth;
     if (depth > MTPLX_MAX_DRAFT) depth = MTPLX_MAX_DRAFT;
     if (depth > 0 && !c->has_mtp)
         return mtplx_fail(MTPLX_ERR_UNSUPPORTED, "draft depth %d asked for, but the model has no MTP head",
                           depth);
-    st->draft_depth = depth;
-    st->n_prompt = n_prompt;
+    mtplx_gen *g = calloc(1, sizeof *g);
+    if (!g) return mtplx_fail(MTPLX_ERR_NOMEM, "generate: out of memory");
+    g->c = c;
+    g->gp = gp;
+    g->depth = g->cur_depth = depth;
+    g->st.draft_depth = depth;
+    g->st.n_prompt = n_prompt;
+    g->gs.gp = &g->gp;
+    g->gs.stats = &g->st;
+    size_t cap = (size_t)c->n_ctx + MTPLX_MAX_DRAFT + 2;
+    g->gs.gen = malloc(cap * sizeof(int32_t));
+    g->gs.hist = malloc(cap * sizeof(int32_t));
+    g->prompt = malloc((size_t)n_prompt * sizeof(int32_t));
+    mtplx_status s = (g->gs.gen && g->gs.hist && g->prompt)
+                         ? mtplx_detok_new(c->model->tok, true, &g->detok)
+                         : mtplx_fail(MTPLX_ERR_NOMEM, "generate: out of memory");
+    if (s != MTPLX_OK) {
+        mtplx_gen_free(g);
+        return s;
+    }
+    memcpy(g->prompt, prompt, (size_t)n_prompt * sizeof(int32_t));
+    g->n_prompt = n_prompt;
+    memcpy(g->gs.hist, prompt, (size_t)n_prompt * sizeof(int32_t));
+    g->gs.n_hist = n_prompt;
 
     /* Reuse the longest cached prefix; at least the last prompt token runs
-     * again so its logits exist. With MTP on, the head's cache must cover the
-     * prefix too, so restart one position before the head's end. */
+     * again so its logits exist. */
     int32_t common = 0, lim = c->n_past < n_prompt - 1 ? c->n_past : n_prompt - 1;
     while (common < lim && c->tokens[common] == prompt[common]) common++;
     bool was_on = c->mtp_on;
@@ -116,87 +156,116 @@ mtplx_status mtplx_generate(mtplx_ctx *c, const int32_t *prompt, int32_t n_promp
     }
     c->n_past = common;
     if (c->mtp_n_past > common) c->mtp_n_past = common;
-    st->n_cached = common;
+    g->st.n_cached = common;
+    g->next_prefill = common;
+    g->phase = PH_PREFILL;
+    *out = g;
+    return MTPLX_OK;
+}
 
-    run r = {.c = c, .cb = cb, .user = user, .st = st};
-    r.gs.gp = &gp;
-    r.gs.stats = st;
-    size_t cap = (size_t)c->n_ctx + MTPLX_MAX_DRAFT + 2;
-    r.gs.gen = malloc(cap * sizeof(int32_t));
-    r.gs.hist = malloc(cap * sizeof(int32_t));
-    mtplx_status s = (r.gs.gen && r.gs.hist) ? mtplx_detok_new(c->model->tok, true, &r.detok)
-                                             : mtplx_fail(MTPLX_ERR_NOMEM, "generate: out of memory");
-    if (s != MTPLX_OK) goto out;
-    memcpy(r.gs.hist, prompt, (size_t)n_prompt * sizeof(int32_t));
-    r.gs.n_hist = n_prompt;
-
-    double t0 = mtplx_time_ms();
-    s = mtplx_ctx_decode(c, prompt + common, n_prompt - common, false, true);
-    if (s != MTPLX_OK) goto out;
-    st->t_prefill_ms = mtplx_time_ms() - t0;
-    double t1 = mtplx_time_ms();
-
-    /* first token: a plain sample from the prompt's last logits */
+static int32_t sample_logits(mtplx_gen *g, float *logits) {
+    mtplx_ctx *c = g->c;
     int32_t V = c->model->hp.n_vocab;
-    float *logits = c->acts.logits;
-    if (gp.mask) gp.mask(r.gs.gen, 0, logits, V, gp.mask_user);
-    mtplx_sampler_dist(logits, V, &gp.sampling, (mtplx_history){r.gs.hist, r.gs.n_hist}, c->p[0],
-                       c->work, c->work_idx);
-    int32_t x = gp.sampling.temperature <= 0
-                    ? mtplx_sample_dist(c->p[0], V, 0.0)
-                    : mtplx_sample_dist(c->p[0], V,
-                                        mtplx_rng_uniform(gp.sampling.seed, (uint64_t)c->n_past, RNG_SAMPLE));
-    bool go = emit(&r, x, MTPLX_SRC_SAMPLED, 0, mtplx_logprob(logits, V, x));
-    int32_t steps = 0, cur_depth = depth;
-    while (go) {
-        int32_t room = c->n_ctx - c->n_past - 1; /* positions left after x */
-        if (room < 0) {
-            st->stop = MTPLX_STOP_CTX_FULL;
-            break;
-        }
-        int32_t k = cur_depth < room ? cur_depth : room;
-        if (k > 0) {
+    if (g->gp.mask) g->gp.mask(g->gs.gen, g->gs.n_gen, logits, V, g->gp.mask_user);
+    mtplx_sampler_dist(logits, V, &g->gp.sampling, (mtplx_history){g->gs.hist, g->gs.n_hist},
+                       c->p[0], c->work, c->work_idx);
+    double u = g->gp.sampling.temperature <= 0
+                   ? 0.0
+                   : mtplx_rng_uniform(g->gp.sampling.seed, (uint64_t)c->n_past, RNG_SAMPLE);
+    return mtplx_sample_dist(c->p[0], V, u);
+}
+
+static void finish(mtplx_gen *g) {
+    g->phase = PH_DONE;
+    const char *txt;
+    size_t len;
+    if (g->detok && mtplx_detok_flush(g->detok, &txt, &len) == MTPLX_OK && len && g->cb) {
+        mtplx_token_event ev = {.id = -1, .text = txt, .text_len = len};
+        g->cb(&ev, g->user);
+    }
+}
+
+mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *done) {
+    mtplx_ctx *c = g->c;
+    g->cb = cb;
+    g->user = user;
+    *done = false;
+    mtplx_status s = MTPLX_OK;
+    double t0 = mtplx_time_ms();
+    if (g->phase == PH_DONE) {
+        *done = true;
+        return MTPLX_OK;
+    }
+    if (g->phase == PH_PREFILL) {
+        int32_t left = g->n_prompt - g->next_prefill;
+        int32_t n = left < c->n_batch ? left : c->n_batch;
+        s = mtplx_ctx_decode(c, g->prompt + g->next_prefill, n, false, true);
+        if (s != MTPLX_OK) goto fail;
+        g->next_prefill += n;
+        g->st.t_prefill_ms += mtplx_time_ms() - t0;
+        if (g->next_prefill < g->n_prompt) return MTPLX_OK;
+        /* first token: a plain sample from the prompt's last logits */
+        t0 = mtplx_time_ms();
+        float *logits = c->acts.logits;
+        g->x = sample_logits(g, logits);
+        g->phase = PH_DECODE;
+        bool go = emit(g, g->x, MTPLX_SRC_SAMPLED, 0,
+                       mtplx_logprob(logits, c->model->hp.n_vocab, g->x));
+        g->st.t_decode_ms += mtplx_time_ms() - t0;
+        if (!go) finish(g);
+        *done = g->phase == PH_DONE;
+        return MTPLX_OK;
+    }
+    int32_t room = c->n_ctx - c->n_past - 1; /* positions left after x */
+    bool go = true;
+    if (room < 0) {
+        g->st.stop = MTPLX_STOP_CTX_FULL;
+        go = false;
+    } else {
+        int32_t k = g->cur_depth < room ? g->cur_depth : room;
+        if (k > 0 && c->mtp_on) {
             mtplx_step_result res;
-            s = mtplx_spec_step(c, &r.gs, x, k, &res);
-            if (s != MTPLX_OK) break;
-            st->n_forward++;
-            steps++;
+            s = mtplx_spec_step(c, &g->gs, g->x, k, &res);
+            if (s != MTPLX_OK) goto fail;
+            g->st.n_forward++;
+            g->steps++;
             for (int32_t i = 0; i < res.n && go; i++)
-                go = emit(&r, res.ids[i], res.src[i],
-                          res.src[i] == MTPLX_SRC_DRAFTED ? i + 1 : 0, res.logprob[i]);
-            x = res.ids[res.n - 1];
-            if (go && !c->mtp_on) {
-                /* the head lost track (a very long prompt chunk): plain AR from here */
-                cur_depth = 0;
-            }
-            if (gp.adaptive_depth) cur_depth = adapt_depth(st, depth, steps);
+                go = emit(g, res.ids[i], res.src[i], res.src[i] == MTPLX_SRC_DRAFTED ? i + 1 : 0,
+                          res.logprob[i]);
+            g->x = res.ids[res.n - 1];
+            if (g->gp.adaptive_depth) g->cur_depth = adapt_depth(&g->st, g->depth, g->steps);
         } else {
-            s = mtplx_ctx_decode(c, &x, 1, false, true);
-            if (s != MTPLX_OK) break;
-            st->n_forward++;
-            logits = c->acts.logits;
-            if (gp.mask) gp.mask(r.gs.gen, r.gs.n_gen, logits, V, gp.mask_user);
-            mtplx_sampler_dist(logits, V, &gp.sampling, (mtplx_history){r.gs.hist, r.gs.n_hist},
-                               c->p[0], c->work, c->work_idx);
-            x = gp.sampling.temperature <= 0
-                    ? mtplx_sample_dist(c->p[0], V, 0.0)
-                    : mtplx_sample_dist(c->p[0], V,
-                                        mtplx_rng_uniform(gp.sampling.seed, (uint64_t)c->n_past, RNG_SAMPLE));
-            go = emit(&r, x, MTPLX_SRC_SAMPLED, 0, mtplx_logprob(logits, V, x));
+            /* plain AR (also when the head lost track after a prefill
+             * longer than its pending buffer) */
+            s = mtplx_ctx_decode(c, &g->x, 1, false, true);
+            if (s != MTPLX_OK) goto fail;
+            g->st.n_forward++;
+            float *logits = c->acts.logits;
+            g->x = sample_logits(g, logits);
+            go = emit(g, g->x, MTPLX_SRC_SAMPLED, 0,
+                      mtplx_logprob(logits, c->model->hp.n_vocab, g->x));
         }
     }
-    st->t_decode_ms = mtplx_time_ms() - t1;
-    if (s == MTPLX_OK && r.detok) {
-        const char *txt;
-        size_t len;
-        if (mtplx_detok_flush(r.detok, &txt, &len) == MTPLX_OK && len && r.cb) {
-            mtplx_token_event ev = {.id = -1, .text = txt, .text_len = len};
-            r.cb(&ev, r.user);
-        }
-    }
-out:
-    mtplx_detok_free(r.detok);
-    free(r.gs.gen);
-    free(r.gs.hist);
+    g->st.t_decode_ms += mtplx_time_ms() - t0;
+    if (!go) finish(g);
+    *done = g->phase == PH_DONE;
+    return MTPLX_OK;
+fail:
+    g->phase = PH_DONE;
+    *done = true;
+    return s;
+}
+
+mtplx_status mtplx_generate(mtplx_ctx *c, const int32_t *prompt, int32_t n_prompt,
+                            const mtplx_gen_params *gp, mtplx_token_cb cb, void *user,
+                            mtplx_gen_stats *stats) {
+    if (stats) memset(stats, 0, sizeof *stats);
+    mtplx_gen *g = NULL;
+    MTPLX_TRY(mtplx_gen_start(c, prompt, n_prompt, gp, &g));
+    bool done = false;
+    mtplx_status s = MTPLX_OK;
+    while (!done && s == MTPLX_OK) s = mtplx_gen_step(g, cb, user, &done);
+    if (stats) *stats = g->st;
+    mtplx_gen_free(g);
     return s;
 }
