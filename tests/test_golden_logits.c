@@ -143,6 +143,14 @@ static void gguf_conversions(void **s) {
     rmdir(tmpl);
 }
 
+static int32_t greedy_draft(void *user, int32_t d, float *logits, const int32_t *drafts) {
+    const mtplx_model *m = user;
+    int32_t best = 0;
+    for (int32_t v = 1; v < m->hp.n_vocab; v++)
+        if (logits[v] > logits[best]) best = v;
+    return best;
+}
+
 /* The shipped default model against the training code's own logits
  * (computed in fp32 from the bf16 weights; ours has a Q8_0 trunk). */
 static void default_model(void **s) {
@@ -217,9 +225,29 @@ static void default_model(void **s) {
             mtplx_acts_free(&ha, c->be);
         }
     }
-    print_message("default model: trunk argmax %d/%d, MTP depth-1 argmax %d/%d, worst first-64 "
-                  "relative error %.3g (Q8_0 trunk vs bf16 reference; bound 0.1)\n",
-                  argmax_ok, argmax_n, head_ok, head_n, worst);
+    /* recursive drafts (depth 3, one stream per depth) against the training
+     * code's draft_chain: position m has t_0..t_{m+1} committed */
+    int chain_ok = 0, chain_n = 0;
+    cJSON_ArrayForEach(seq, cJSON_GetObjectItem(g, "sequences")) {
+        int32_t ids[64];
+        int n = ids_of(cJSON_GetObjectItem(seq, "ids"), ids, 64);
+        ids[n] = (int32_t)cJSON_GetObjectItem(seq, "next_greedy_appended")->valuedouble;
+        const cJSON *chain = cJSON_GetObjectItem(seq, "draft_chain");
+        for (int mpos = 0; mpos < n; mpos++) {
+            int32_t want[3], got[3];
+            ids_of(cJSON_GetArrayItem(chain, mpos), want, 3);
+            assert_int_equal(mtplx_ctx_truncate(c, 0), MTPLX_OK);
+            mtplx_ctx_heads_keep(c, 0);
+            assert_int_equal(mtplx_forward(c, ids, mpos + 1, false), MTPLX_OK);
+            assert_int_equal(mtplx_mtp_draft(c, ids[mpos + 1], 3, greedy_draft, m, got), MTPLX_OK);
+            for (int d = 0; d < 3; d++) chain_ok += got[d] == want[d];
+            chain_n += 3;
+        }
+    }
+    print_message("default model: trunk argmax %d/%d, MTP depth-1 argmax %d/%d, recursive drafts %d/%d, "
+                  "worst first-64 relative error %.3g (Q8_0 trunk vs bf16 reference; bound 0.1)\n",
+                  argmax_ok, argmax_n, head_ok, head_n, chain_ok, chain_n, worst);
+    assert_true(chain_ok >= chain_n * 9 / 10);
     assert_true(argmax_ok >= argmax_n - 2); /* near-ties may flip under Q8_0 */
     assert_true(head_ok >= head_n - 1);
     assert_true(worst <= 0.1);

@@ -1,6 +1,7 @@
-/* context.c: contexts: KV cache, activations, the MTP head's cache, and the
- * public forward / truncate API. Everything is allocated here, at creation,
- * so the decode loop never allocates. */
+/* context.c: contexts: KV cache, activations, the MTP head streams' caches
+ * and hidden-state history, and the public forward / truncate API.
+ * Everything is allocated at creation (head streams on first use of a
+ * depth), so the decode loop never allocates. */
 #include "engine/engine.h"
 #include "kernels/kernels.h"
 
@@ -29,6 +30,7 @@ mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, m
     c->model = model;
     c->n_ctx = p.n_ctx;
     c->n_batch = p.n_batch;
+    c->kv_f32 = p.kv_f32;
     int64_t max_k = hp->n_ff;
     if ((int64_t)hp->n_head * hp->head_dim > max_k) max_k = (int64_t)hp->n_head * hp->head_dim;
     if (2 * (int64_t)hp->n_embd > max_k) max_k = 2 * (int64_t)hp->n_embd;
@@ -57,11 +59,13 @@ mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, m
     }
     if (st == MTPLX_OK && model->n_mtp > 0) {
         c->has_mtp = true;
-        c->n_pend_max = p.n_batch + MTPLX_MAX_DRAFT + 1;
-        st = mtplx_kv_init(&c->mtp_kv, c->be, hp, 1, p.n_ctx, p.kv_f32);
-        if (st == MTPLX_OK) st = mtplx_acts_init(&c->mtp_acts, c->be, hp, p.n_batch);
-        c->pend_hidden = calloc((size_t)c->n_pend_max * (size_t)hp->n_embd, sizeof(float));
-        if (st == MTPLX_OK && !c->pend_hidden) st = mtplx_fail(MTPLX_ERR_NOMEM, "context: out of memory");
+        size_t e = (size_t)hp->n_embd;
+        st = mtplx_acts_init(&c->mtp_acts, c->be, hp, p.n_batch);
+        c->hist[0] = calloc((size_t)p.n_ctx * e, sizeof(float));
+        c->stage = calloc((size_t)p.n_batch * e, sizeof(float));
+        c->stage_tok = calloc((size_t)p.n_batch, sizeof(int32_t));
+        if (st == MTPLX_OK && (!c->hist[0] || !c->stage || !c->stage_tok))
+            st = mtplx_fail(MTPLX_ERR_NOMEM, "context: out of memory for the MTP head");
     }
     if (st != MTPLX_OK) {
         mtplx_ctx_free(c);
@@ -71,20 +75,41 @@ mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, m
     return MTPLX_OK;
 }
 
+mtplx_status mtplx_ctx_streams(mtplx_ctx *c, int32_t depth) {
+    const mtplx_hparams *hp = &c->model->hp;
+    size_t e = (size_t)hp->n_embd;
+    if (depth > MTPLX_MAX_DRAFT) depth = MTPLX_MAX_DRAFT;
+    while (c->n_streams < depth) {
+        int d = c->n_streams + 1; /* stream d lives in mtp_kv[d-1], hist[d], spec[d] */
+        MTPLX_TRY(mtplx_kv_init(&c->mtp_kv[d - 1], c->be, hp, 1, c->n_ctx, c->kv_f32));
+        c->hist[d] = calloc((size_t)c->n_ctx * e, sizeof(float));
+        c->spec[d] = calloc((size_t)(MTPLX_MAX_DRAFT + 1) * e, sizeof(float));
+        if (!c->hist[d] || !c->spec[d])
+            return mtplx_fail(MTPLX_ERR_NOMEM, "context: out of memory for MTP stream %d", d);
+        c->valid[d] = 0;
+        c->n_streams = d;
+    }
+    return MTPLX_OK;
+}
+
 void mtplx_ctx_free(mtplx_ctx *c) {
     if (!c) return;
     if (c->be) {
         mtplx_kv_free(&c->kv, c->be);
         mtplx_acts_free(&c->acts, c->be);
-        mtplx_kv_free(&c->mtp_kv, c->be);
+        for (int d = 0; d < MTPLX_MAX_DRAFT; d++)
+            if (c->mtp_kv[d].k) mtplx_kv_free(&c->mtp_kv[d], c->be);
         mtplx_acts_free(&c->mtp_acts, c->be);
         if (!c->be_shared) c->be->free(c->be);
     }
     for (int i = 0; i <= MTPLX_MAX_DRAFT; i++) {
         free(c->p[i]);
         free(c->q[i]);
+        free(c->spec[i]);
+        if (i < MTPLX_MAX_DRAFT) free(c->hist[i]);
     }
-    free(c->pend_hidden);
+    free(c->stage);
+    free(c->stage_tok);
     free(c->tokens);
     free(c->work);
     free(c->work_idx);
@@ -94,41 +119,25 @@ void mtplx_ctx_free(mtplx_ctx *c) {
 int32_t mtplx_ctx_n_past(const mtplx_ctx *c) { return c->n_past; }
 int32_t mtplx_ctx_n_ctx(const mtplx_ctx *c) { return c->n_ctx; }
 
+void mtplx_ctx_heads_keep(mtplx_ctx *c, int32_t common) {
+    /* stream d row j used token j+d: valid only while j + d < common */
+    for (int d = 1; d <= c->n_streams; d++) {
+        int32_t lim = common - d > 0 ? common - d : 0;
+        if (c->valid[d] > lim) c->valid[d] = lim;
+        if (c->valid[d] > c->valid[d - 1] && d > 1) c->valid[d] = c->valid[d - 1];
+    }
+}
+
 mtplx_status mtplx_ctx_truncate(mtplx_ctx *c, int32_t n_past) {
     if (n_past < 0 || n_past > c->n_past)
         return mtplx_fail(MTPLX_ERR_RANGE, "truncate to %d: the cache holds %d positions", n_past,
                           c->n_past);
     c->n_past = n_past;
-    if (c->mtp_n_past > n_past) c->mtp_n_past = n_past;
+    mtplx_ctx_heads_keep(c, n_past);
     return MTPLX_OK;
 }
 
-/* Run the head over positions [mtp_n_past, upto), in chunks; position j
- * pairs h_j with the token after it: ctx->tokens[j+1], or `next` for the
- * newest position. The last chunk's last row leaves its logits (row 0) and
- * output hidden state in ctx->mtp_acts; *last_row gets that row. */
-static void mtp_run(mtplx_ctx *c, int64_t upto, int32_t next, int64_t *last_row) {
-    int64_t e = c->model->hp.n_embd;
-    int32_t *toks = c->work_idx; /* free between samplings */
-    while (c->mtp_n_past < upto) {
-        int64_t n = upto - c->mtp_n_past;
-        if (n > c->mtp_acts.n_max) n = c->mtp_acts.n_max;
-        for (int64_t i = 0; i < n; i++) {
-            int64_t pos = c->mtp_n_past + i;
-            toks[i] = pos + 1 < c->n_known ? c->tokens[pos + 1] : next;
-        }
-        mtplx_mtp_forward(c->model, 0, c->be, &c->mtp_kv, &c->mtp_acts, toks, c->pend_hidden, n,
-                          c->mtp_n_past);
-        int64_t left = (c->n_past - c->mtp_n_past) - n;
-        if (left > 0)
-            memmove(c->pend_hidden, c->pend_hidden + n * e, (size_t)left * (size_t)e * sizeof(float));
-        c->mtp_n_past += (int32_t)n;
-        if (last_row) *last_row = n - 1;
-    }
-}
-
-mtplx_status mtplx_ctx_decode(mtplx_ctx *c, const int32_t *tokens, int32_t n, bool all_logits,
-                              bool committed) {
+mtplx_status mtplx_ctx_decode(mtplx_ctx *c, const int32_t *tokens, int32_t n, bool all_logits) {
     if (n <= 0) return mtplx_fail(MTPLX_ERR_ARG, "forward: no tokens");
     if (c->n_past + n > c->n_ctx)
         return mtplx_fail(MTPLX_ERR_RANGE, "forward: %d + %d tokens exceed the context of %d",
@@ -141,44 +150,76 @@ mtplx_status mtplx_ctx_decode(mtplx_ctx *c, const int32_t *tokens, int32_t n, bo
         if (tokens[i] < 0 || tokens[i] >= V)
             return mtplx_fail(MTPLX_ERR_RANGE, "forward: token id %d is outside the vocabulary (0..%d)",
                               tokens[i], V - 1);
+    int64_t e = c->model->hp.n_embd;
     for (int32_t done = 0; done < n;) {
         int32_t m = n - done < c->n_batch ? n - done : c->n_batch;
         memcpy(c->tokens + c->n_past, tokens + done, (size_t)m * sizeof(int32_t));
-        c->n_known = c->n_past + m; /* the head may pair position n_past-1 with this chunk's first */
         mtplx_model_forward(c->model, c->be, &c->kv, &c->acts, tokens + done, m, c->n_past,
                             all_logits);
-        if (c->mtp_on) {
-            /* a long prefill: let the head consume committed positions so the
-             * pending buffer never holds more than one chunk */
-            if (committed && c->n_past - c->mtp_n_past + m > c->n_pend_max)
-                mtp_run(c, c->n_past, 0, NULL);
-            if (c->n_past - c->mtp_n_past + m > c->n_pend_max) {
-                c->mtp_on = false; /* cannot keep up: the head restarts later */
-            } else {
-                int64_t e = c->model->hp.n_embd;
-                memcpy(c->pend_hidden + (int64_t)(c->n_past - c->mtp_n_past) * e, c->acts.hidden,
-                       (size_t)m * (size_t)e * sizeof(float));
-            }
-        }
+        if (c->has_mtp)
+            memcpy(c->hist[0] + (int64_t)c->n_past * e, c->acts.hidden, (size_t)m * (size_t)e * sizeof(float));
         c->n_past += m;
         done += m;
     }
+    c->valid[0] = c->n_past;
     c->last_n = n < c->n_batch ? n : (n % c->n_batch ? n % c->n_batch : c->n_batch);
     c->last_all = all_logits;
     return MTPLX_OK;
 }
 
-mtplx_status mtplx_mtp_catch_up(mtplx_ctx *c, int32_t next, int64_t *row) {
-    MTPLX_ASSERT(c->has_mtp && c->mtp_on && c->mtp_n_past < c->n_past);
-    c->n_known = c->n_past; /* the newest position pairs with `next` */
-    mtp_run(c, c->n_past, next, row);
+/* Draft: for d = 1..k run stream d over rows [valid[d], N) (N = n_past, the
+ * pending token x sits at N): rows below N+1-d have committed inputs and are
+ * cached, the rest use drafts and this step's speculative rows of stream
+ * d-1. The last row's logits give q_d. Long catch-ups go in chunks. */
+mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn fn, void *user,
+                             int32_t *drafts) {
+    MTPLX_ASSERT(c->has_mtp && k >= 1 && k <= MTPLX_MAX_DRAFT);
+    MTPLX_TRY(mtplx_ctx_streams(c, k));
+    const mtplx_model *m = c->model;
+    int64_t e = m->hp.n_embd;
+    int32_t N = c->n_past;
+    MTPLX_ASSERT(N >= 1);
+    c->tokens[N] = x; /* the verify pass writes the same token here */
+    int32_t spec_lo[MTPLX_MAX_DRAFT + 1]; /* first speculative row of each stream */
+    spec_lo[0] = N;
+    c->valid[0] = N;
+    for (int32_t d = 1; d <= k; d++) {
+        int32_t ce = c->valid[d - 1] < N + 1 - d ? c->valid[d - 1] : N + 1 - d;
+        if (ce < 0) ce = 0; /* short sequences: every row of stream d is speculative */
+        if (c->valid[d] > ce) c->valid[d] = ce;
+        spec_lo[d] = ce;
+        int32_t a = c->valid[d];
+        while (a < N) {
+            int32_t rows = N - a;
+            bool last = rows <= c->mtp_acts.n_max;
+            if (!last) rows = (int32_t)c->mtp_acts.n_max;
+            if (!last && a + rows > ce) rows = ce - a; /* keep speculative rows for the last call */
+            for (int32_t r = 0; r < rows; r++) {
+                int32_t j = a + r, t = j + d;
+                c->stage_tok[r] = t <= N ? c->tokens[t] : drafts[t - N - 1];
+                const float *g = j < spec_lo[d - 1] ? c->hist[d - 1] + (int64_t)j * e
+                                                    : c->spec[d - 1] + (int64_t)(j - spec_lo[d - 1]) * e;
+                memcpy(c->stage + (int64_t)r * e, g, (size_t)e * sizeof(float));
+            }
+            mtplx_mtp_forward(m, 0, c->be, &c->mtp_kv[d - 1], &c->mtp_acts, c->stage_tok, c->stage,
+                              rows, a);
+            for (int32_t r = 0; r < rows; r++) {
+                int32_t j = a + r;
+                float *dst = j < ce ? c->hist[d] + (int64_t)j * e : c->spec[d] + (int64_t)(j - ce) * e;
+                memcpy(dst, c->mtp_acts.hidden + (int64_t)r * e, (size_t)e * sizeof(float));
+            }
+            a += rows;
+            if (a <= ce) c->valid[d] = a;
+        }
+        c->valid[d] = ce;
+        drafts[d - 1] = fn(user, d, c->mtp_acts.logits, drafts);
+    }
     return MTPLX_OK;
 }
 
 mtplx_status mtplx_forward(mtplx_ctx *c, const int32_t *tokens, int32_t n, bool all_logits) {
     if (!c || !tokens) return mtplx_fail(MTPLX_ERR_ARG, "forward: NULL argument");
-    c->mtp_on = false;
-    return mtplx_ctx_decode(c, tokens, n, all_logits, true);
+    return mtplx_ctx_decode(c, tokens, n, all_logits);
 }
 
 const float *mtplx_logits(const mtplx_ctx *c, int32_t i) {

@@ -13,20 +13,27 @@ struct mtplx_ctx {
     mtplx_acts acts;
     int32_t n_ctx, n_batch, n_past;
     int32_t *tokens;   /* [n_ctx] tokens whose K/V are in the cache */
-    int32_t n_known;   /* entries of tokens[] that are valid (>= n_past while decoding) */
     bool be_shared;    /* the backend belongs to another context */
+    bool kv_f32;
     int32_t last_n;    /* tokens in the last forward */
     bool last_all;     /* ... and whether all their logits were kept */
-    /* MTP head state: its own 1-layer KV cache, valid for positions
-     * [0, mtp_n_past); hidden states of trunk positions [mtp_n_past, n_past)
-     * wait in pend_hidden until their next token is known. */
+    /* MTP head state, one causal stream per draft depth, exactly as the head
+     * is trained (tools/train_default.py): stream d row j is
+     *     g_{d,j} = head(t_{j+d}, g_{d-1,j}),  g_{0,j} = h_j (trunk hidden),
+     * attending to stream d's own K/V at rows <= j, RoPE position j; its
+     * logits predict t_{j+d+1}. Rows whose inputs are all committed are
+     * cached (valid[d]); the last d-1 rows of stream d depend on drafts and
+     * are recomputed every step. Hidden states are kept for every position,
+     * so rolling back is again only counters. */
     bool has_mtp;
-    bool mtp_on;        /* the head follows the trunk (set per generate call) */
-    mtplx_kv mtp_kv;
+    int32_t n_streams;                 /* streams allocated (<= MTPLX_MAX_DRAFT) */
+    mtplx_kv mtp_kv[MTPLX_MAX_DRAFT];  /* per stream, 1 layer */
     mtplx_acts mtp_acts;
-    int32_t mtp_n_past;
-    float *pend_hidden; /* [n_pend_max][n_embd] */
-    int32_t n_pend_max;
+    float *hist[MTPLX_MAX_DRAFT];      /* hist[0] = h, hist[d] = g_d: [n_ctx][n_embd] */
+    float *spec[MTPLX_MAX_DRAFT + 1];  /* speculative g_d rows of this step: [MAX][n_embd] */
+    int32_t valid[MTPLX_MAX_DRAFT + 1];/* valid[d]: rows of stream d cached (valid[0] = n_past) */
+    float *stage;                      /* [n_batch][n_embd] head input staging */
+    int32_t *stage_tok;                /* [n_batch] */
     /* sampling workspace: target p_0..p_k and draft q_1..q_k, each [n_vocab] */
     float *p[MTPLX_MAX_DRAFT + 1], *q[MTPLX_MAX_DRAFT + 1];
     float *work;        /* [n_vocab] */
@@ -56,16 +63,20 @@ int32_t mtplx_sample_dist(const float *probs, int32_t n_vocab, double u);
 float mtplx_logprob(const float *logits, int32_t n_vocab, int32_t id);
 
 /* Run n tokens through the trunk, in chunks of n_batch, appending them to the
- * cache. With mtp_on, their hidden states wait for the head; committed says
- * the tokens are final (a prompt), so a long prefill may feed the head as it
- * goes; verification passes false. all_logits needs n <= acts.n_logits. */
-mtplx_status mtplx_ctx_decode(mtplx_ctx *ctx, const int32_t *tokens, int32_t n, bool all_logits,
-                              bool committed);
-/* Bring the head's cache up to n_past, given `next`, the token after
- * position n_past - 1. Afterwards ctx->mtp_acts holds the head's logits for
- * that last position (row 0: the first draft's q) and its output hidden
- * state in hidden row *row (fed back for deeper drafts). */
-mtplx_status mtplx_mtp_catch_up(mtplx_ctx *ctx, int32_t next, int64_t *row);
+ * cache (and their hidden states to the head's history). all_logits needs
+ * n <= acts.n_logits. */
+mtplx_status mtplx_ctx_decode(mtplx_ctx *ctx, const int32_t *tokens, int32_t n, bool all_logits);
+/* Make sure `depth` head streams exist (allocated on first use). */
+mtplx_status mtplx_ctx_streams(mtplx_ctx *ctx, int32_t depth);
+/* Forget what the head streams hold beyond the first `common` tokens of the
+ * sequence (the rest of the sequence changed). */
+void mtplx_ctx_heads_keep(mtplx_ctx *ctx, int32_t common);
+/* Draft k tokens after the pending token x (at position n_past): stream d's
+ * distribution q_d goes through dist(d, logits) which must sample the draft
+ * (returned); drafts are written to out[0..k). */
+typedef int32_t (*mtplx_draft_fn)(void *user, int32_t d, float *logits, const int32_t *drafts);
+mtplx_status mtplx_mtp_draft(mtplx_ctx *ctx, int32_t x, int32_t k, mtplx_draft_fn fn, void *user,
+                             int32_t *out);
 
 /* One MTP step (spec.c): draft k tokens after `pending`, verify, accept.
  * out receives the committed tokens (accepted drafts then the correction or

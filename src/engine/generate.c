@@ -140,22 +140,12 @@ mtplx_status mtplx_gen_start(mtplx_ctx *c, const int32_t *prompt, int32_t n_prom
     g->gs.n_hist = n_prompt;
 
     /* Reuse the longest cached prefix; at least the last prompt token runs
-     * again so its logits exist. */
+     * again so its logits exist. The head's streams keep what the prefix
+     * still supports. */
     int32_t common = 0, lim = c->n_past < n_prompt - 1 ? c->n_past : n_prompt - 1;
     while (common < lim && c->tokens[common] == prompt[common]) common++;
-    bool was_on = c->mtp_on;
-    c->mtp_on = depth > 0;
-    if (c->mtp_on) {
-        /* head position j pairs h_j with token j+1, so it is valid only for
-         * j + 1 < common; its hidden states are gone, so the trunk restarts
-         * where the head's valid part ends */
-        int32_t h = was_on ? c->mtp_n_past : 0;
-        common = common > 0 ? common - 1 : 0;
-        if (common > h) common = h;
-        c->mtp_n_past = common;
-    }
     c->n_past = common;
-    if (c->mtp_n_past > common) c->mtp_n_past = common;
+    mtplx_ctx_heads_keep(c, common);
     g->st.n_cached = common;
     g->next_prefill = common;
     g->phase = PH_PREFILL;
@@ -199,7 +189,7 @@ mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *d
     if (g->phase == PH_PREFILL) {
         int32_t left = g->n_prompt - g->next_prefill;
         int32_t n = left < c->n_batch ? left : c->n_batch;
-        s = mtplx_ctx_decode(c, g->prompt + g->next_prefill, n, false, true);
+        s = mtplx_ctx_decode(c, g->prompt + g->next_prefill, n, false);
         if (s != MTPLX_OK) goto fail;
         g->next_prefill += n;
         g->st.t_prefill_ms += mtplx_time_ms() - t0;
@@ -223,7 +213,7 @@ mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *d
         go = false;
     } else {
         int32_t k = g->cur_depth < room ? g->cur_depth : room;
-        if (k > 0 && c->mtp_on) {
+        if (k > 0) {
             mtplx_step_result res;
             s = mtplx_spec_step(c, &g->gs, g->x, k, &res);
             if (s != MTPLX_OK) goto fail;
@@ -235,9 +225,8 @@ mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *d
             g->x = res.ids[res.n - 1];
             if (g->gp.adaptive_depth) g->cur_depth = adapt_depth(&g->st, g->depth, g->steps);
         } else {
-            /* plain AR (also when the head lost track after a prefill
-             * longer than its pending buffer) */
-            s = mtplx_ctx_decode(c, &g->x, 1, false, true);
+            /* plain AR */
+            s = mtplx_ctx_decode(c, &g->x, 1, false);
             if (s != MTPLX_OK) goto fail;
             g->st.n_forward++;
             float *logits = c->acts.logits;

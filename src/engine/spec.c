@@ -12,8 +12,8 @@
  * "accept while d_i == argmax p_{i-1}", so greedy text equals AR text.
  *
  * Caches: the trunk cache simply drops rejected positions (n_past moves back);
- * the head's cache is brought up to date from the verified hidden states at
- * the start of the next step (mtplx_mtp_catch_up), so no extra forward runs. */
+ * the head's streams catch up from the verified hidden states at the start
+ * of the next draft (mtplx_mtp_draft), so no extra trunk forward runs. */
 #include "engine/engine.h"
 #include "kernels/kernels.h"
 
@@ -49,42 +49,42 @@ static int32_t draw(const float *dist, int32_t V, const mtplx_sampler_params *sp
     return mtplx_sample_dist(dist, V, mtplx_rng_uniform(sp->seed, pos, purpose));
 }
 
+typedef struct {
+    mtplx_ctx *c;
+    mtplx_gen_state *gs;
+    int64_t N;
+} draft_ctx;
+
+/* q_d from the head's logits, and the draft d_d drawn from it. */
+static int32_t draft_one(void *user, int32_t d, float *logits, const int32_t *drafts) {
+    draft_ctx *dc = user;
+    mtplx_ctx *c = dc->c;
+    dist_at(c, dc->gs, drafts, d - 1, logits, c->q[d]);
+    return draw(c->q[d], c->model->hp.n_vocab, &dc->gs->gp->sampling, (uint64_t)(dc->N + d), RNG_DRAFT);
+}
+
 mtplx_status mtplx_spec_step(mtplx_ctx *c, mtplx_gen_state *gs, int32_t x, int32_t k,
                              mtplx_step_result *res) {
     const mtplx_model *m = c->model;
     const mtplx_sampler_params *sp = &gs->gp->sampling;
     int32_t V = m->hp.n_vocab;
-    int64_t e = m->hp.n_embd;
     int64_t N = c->n_past; /* x goes to position N */
     MTPLX_ASSERT(k >= 1 && k <= MTPLX_MAX_DRAFT && N + k + 1 <= c->n_ctx);
     int32_t d[MTPLX_MAX_DRAFT];
     memset(res, 0, sizeof *res);
 
-    /* 1. draft: q_1 comes from the head's catch-up pass over the positions
-     *    the last verification committed; deeper drafts feed the head its own
-     *    output hidden state and its own previous draft. */
+    /* 1. draft: stream d of the head gives q_d (see mtplx_mtp_draft); each
+     *    draft is sampled from it with its own RNG stream. */
     double t0 = mtplx_time_ms();
-    int64_t row = 0;
-    MTPLX_TRY(mtplx_mtp_catch_up(c, x, &row));
-    for (int32_t i = 1; i <= k; i++) {
-        dist_at(c, gs, d, i - 1, c->mtp_acts.logits, c->q[i]);
-        d[i - 1] = draw(c->q[i], V, sp, (uint64_t)(N + i), RNG_DRAFT);
-        if (i == k) break;
-        /* the head overwrites its activations: park its hidden state in the
-         * spare last slot of the pending buffer (empty right after catch-up) */
-        memcpy(c->pend_hidden + (c->n_pend_max - 1) * e, c->mtp_acts.hidden + row * e,
-               (size_t)e * sizeof(float));
-        mtplx_mtp_forward(m, 0, c->be, &c->mtp_kv, &c->mtp_acts, &d[i - 1],
-                          c->pend_hidden + (c->n_pend_max - 1) * e, 1, N + i - 1);
-        row = 0;
-    }
+    draft_ctx dc = {c, gs, N};
+    MTPLX_TRY(mtplx_mtp_draft(c, x, k, draft_one, &dc, d));
     double t1 = mtplx_time_ms();
 
     /* 2. verify all k+1 positions in one forward. */
     int32_t batch[MTPLX_MAX_DRAFT + 1];
     batch[0] = x;
     memcpy(batch + 1, d, (size_t)k * sizeof(int32_t));
-    MTPLX_TRY(mtplx_ctx_decode(c, batch, k + 1, true, false));
+    MTPLX_TRY(mtplx_ctx_decode(c, batch, k + 1, true));
 
     /* 3. accept or correct, position by position. */
     int32_t a = 0;
