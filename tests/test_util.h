@@ -23,6 +23,8 @@
 #define STORIES MTPLX_SHARED_DIR "/models/stories260K/stories260K.bin"
 
 static uint64_t tu_rng = 88172645463325252ull;
+/* >= 0: tu_random_model builds the bigram trunk + matching head (see there) */
+static float tu_bigram_noise = -1.0f;
 static float tu_randn(void) {
     /* xorshift + Box-Muller: reproducible across runs */
     double u[2];
@@ -66,6 +68,7 @@ static void tu_layer(mtplx_gguf *g, int b, int e, int nh, int nkv, int hd, int f
 /* A random qwen3 model (dim 64, 2 layers, 4 heads, 2 KV heads, FFN 128) over
  * the stories260K vocabulary (512), with n_mtp heads. */
 static mtplx_model *tu_random_model(int n_mtp, float logit_scale) {
+    tu_rng = 88172645463325252ull; /* the same model whatever ran before */
     mtplx_gguf *src = NULL;
     assert_int_equal(mtplx_checkpoint_load(STORIES, NULL, &src), MTPLX_OK);
     mtplx_gguf *g = mtplx_gguf_new();
@@ -101,6 +104,35 @@ static mtplx_model *tu_random_model(int n_mtp, float logit_scale) {
         tu_tensor(g, n, 2 * e, e, 1.0f / sqrtf(2.0f * e), 0);
         snprintf(n, sizeof n, "blk.%d.nextn.shared_head_norm.weight", b);
         tu_tensor(g, n, e, 1, 0.1f * logit_scale, logit_scale);
+    }
+    if (tu_bigram_noise >= 0) {
+        /* a "bigram" trunk (attention and FFN outputs zeroed: logits depend on
+         * the current token only) and a head that computes the same function
+         * of its input token (up to noise): q ~ p, so drafts are mostly
+         * accepted and the accept / bonus paths run often */
+        char n[96];
+        for (int b = 0; b < L + n_mtp; b++) {
+            const char *zero[] = {"attn_output", "ffn_down"};
+            for (int z = 0; z < 2; z++) {
+                snprintf(n, sizeof n, "blk.%d.%s.weight", b, zero[z]);
+                mtplx_gguf_tensor *t = mtplx_gguf_find_tensor(g, n);
+                memset(t->data, 0, t->nbytes);
+            }
+        }
+        const float *on = mtplx_gguf_find_tensor(g, "output_norm.weight")->data;
+        for (int i = 0; i < n_mtp; i++) {
+            int b = L + i;
+            snprintf(n, sizeof n, "blk.%d.nextn.eh_proj.weight", b);
+            float *w = mtplx_gguf_find_tensor(g, n)->data; /* [e rows][2e]: out r <- emb part */
+            for (int r = 0; r < e; r++)
+                for (int k = 0; k < 2 * e; k++)
+                    w[r * 2 * e + k] = (k == r ? 1.0f : 0.0f) + (k < e ? tu_bigram_noise * tu_randn() / sqrtf((float)e) : 0.0f);
+            snprintf(n, sizeof n, "blk.%d.nextn.enorm.weight", b);
+            float *en = mtplx_gguf_find_tensor(g, n)->data;
+            for (int k = 0; k < e; k++) en[k] = 1.0f;
+            snprintf(n, sizeof n, "blk.%d.nextn.shared_head_norm.weight", b);
+            memcpy(mtplx_gguf_find_tensor(g, n)->data, on, (size_t)e * sizeof(float));
+        }
     }
     mtplx_model *m = NULL;
     mtplx_status st = mtplx_model_from_gguf(g, "random-qwen3", "gguf", NULL, &m);

@@ -99,6 +99,11 @@ typedef struct mtplx_gen_state {
     mtplx_gen_stats *stats;
 } mtplx_gen_state;
 
+/* The Leviathan-Chen test at one position: draft x ~ q is accepted when
+ * u < p(x) / q(x) (greedy: when x is p's argmax, p one-hot). On rejection p
+ * is replaced by the residual normalize(max(0, p - q)) to sample from. */
+bool mtplx_accept_or_residual(float *p, const float *q, int32_t V, int32_t x, double u, bool greedy);
+
 mtplx_status mtplx_spec_step(mtplx_ctx *ctx, mtplx_gen_state *gs, int32_t pending, int32_t depth,
                              mtplx_step_result *res);
 

@@ -49,6 +49,17 @@ static int32_t draw(const float *dist, int32_t V, const mtplx_sampler_params *sp
     return mtplx_sample_dist(dist, V, mtplx_rng_uniform(sp->seed, pos, purpose));
 }
 
+bool mtplx_accept_or_residual(float *p, const float *q, int32_t V, int32_t x, double u, bool greedy) {
+    /* accept x with probability min(1, p(x) / q(x)); q(x) > 0 as x ~ q */
+    if (greedy ? p[x] > 0.5f : u < (q[x] > 0 ? (double)p[x] / q[x] : 0.0)) return true;
+    /* rejected: the residual normalize(max(0, p - q)) */
+    double s = 0;
+    for (int32_t t = 0; t < V; t++) s += p[t] > q[t] ? p[t] - q[t] : 0;
+    if (s <= 0) return false; /* p == q cannot reject; rounding only: p stays */
+    for (int32_t t = 0; t < V; t++) p[t] = p[t] > q[t] ? (float)((p[t] - q[t]) / s) : 0.0f;
+    return false;
+}
+
 typedef struct {
     mtplx_ctx *c;
     mtplx_gen_state *gs;
@@ -95,11 +106,9 @@ mtplx_status mtplx_spec_step(mtplx_ctx *c, mtplx_gen_state *gs, int32_t x, int32
         dist_at(c, gs, d, i - 1, lg, p);
         float lp = mtplx_logprob(lg, V, d[i - 1]);
         if (gs->stats) gs->stats->drafted[i - 1]++;
-        double ratio = q[d[i - 1]] > 0 ? (double)p[d[i - 1]] / q[d[i - 1]] : 0.0;
-        bool ok = sp->temperature <= 0.0f
-                      ? p[d[i - 1]] > 0.5f
-                      : mtplx_rng_uniform(sp->seed, (uint64_t)(N + i), RNG_ACCEPT) < ratio;
-        if (ok) {
+        bool greedy = sp->temperature <= 0.0f;
+        double u = greedy ? 0.0 : mtplx_rng_uniform(sp->seed, (uint64_t)(N + i), RNG_ACCEPT);
+        if (mtplx_accept_or_residual(p, q, V, d[i - 1], u, greedy)) {
             res->ids[res->n] = d[i - 1];
             res->src[res->n] = MTPLX_SRC_DRAFTED;
             res->logprob[res->n++] = lp;
@@ -107,16 +116,6 @@ mtplx_status mtplx_spec_step(mtplx_ctx *c, mtplx_gen_state *gs, int32_t x, int32
             if (gs->stats) gs->stats->accepted[i - 1]++;
             continue;
         }
-        /* residual distribution normalize(max(0, p - q)) */
-        double s = 0;
-        for (int32_t t = 0; t < V; t++) {
-            float r = p[t] - q[t];
-            p[t] = r > 0 ? r : 0;
-            s += p[t];
-        }
-        if (s <= 0) dist_at(c, gs, d, i - 1, lg, p); /* p == q: the residual is p itself */
-        else
-            for (int32_t t = 0; t < V; t++) p[t] = (float)(p[t] / s);
         int32_t tok = draw(p, V, sp, (uint64_t)(N + i), RNG_RESIDUAL);
         res->ids[res->n] = tok;
         res->src[res->n] = MTPLX_SRC_VERIFIER;
