@@ -14,6 +14,7 @@ tools/fetch_templates.sh || echo "test.sh: templates not fetched; the golden tem
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMTPLX_WERROR=ON >/dev/null
 cmake --build build -j"$(nproc)"
 ctest --test-dir build --output-on-failure -j2
+cmake --build build --target lint   # cppcheck: fails on errors
 if [ "${MTPLX_QUICK:-0}" != "1" ]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMTPLX_SANITIZE=ON >/dev/null
   cmake --build build-asan -j"$(nproc)"

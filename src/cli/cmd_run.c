@@ -156,7 +156,11 @@ int cmd_run(int argc, char **argv) {
         size_t r;
         while (file_text && (r = fread(file_text + n, 1, cap - n - 1, f)) > 0) {
             n += r;
-            if (n + 1 == cap) file_text = realloc(file_text, cap *= 2);
+            if (n + 1 == cap) {
+                char *grown = realloc(file_text, cap *= 2);
+                if (!grown) free(file_text);
+                file_text = grown;
+            }
         }
         fclose(f);
         if (!file_text) return EXIT_RUNTIME;

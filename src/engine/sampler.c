@@ -179,5 +179,6 @@ float mtplx_logprob(const float *logits, int32_t V, int32_t id) {
         if (logits[i] > mx) mx = logits[i];
     double s = 0;
     for (int32_t i = 0; i < V; i++) s += exp((double)logits[i] - mx);
+    if (!(s > 0)) return -INFINITY; /* every token masked */
     return (float)((double)logits[id] - mx - log(s));
 }

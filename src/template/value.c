@@ -294,7 +294,7 @@ void jj_float_repr(double f, char *out, size_t cap) {
         if (strtod(buf, NULL) == f) break;
     }
     /* buf: [-]d[.ddd]e[+-]XX */
-    char digits[32];
+    char digits[32] = {0};
     int nd = 0;
     const char *p = buf;
     bool neg = false;
