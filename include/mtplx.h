@@ -202,7 +202,12 @@ typedef struct mtplx_token_event {
     size_t text_len;
     mtplx_token_source source;
     int32_t draft_pos; /* 1-based draft position for DRAFTED, else 0 */
-    float logprob;     /* log p(id) under the target after sampling transforms */
+    float logprob;     /* log softmax of the target's raw logits at id */
+    /* The target's raw logits for this position ([n_vocab], after any mask),
+     * valid during the callback only: for top_logprobs. NULL for the final
+     * flush event (id < 0). */
+    const float *logits;
+    int32_t n_vocab;
 } mtplx_token_event;
 
 /* Return non-zero to stop generation (the token is still committed). */

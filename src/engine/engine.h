@@ -86,6 +86,7 @@ typedef struct mtplx_step_result {
     int32_t ids[MTPLX_MAX_DRAFT + 1];
     mtplx_token_source src[MTPLX_MAX_DRAFT + 1];
     float logprob[MTPLX_MAX_DRAFT + 1];
+    const float *logits[MTPLX_MAX_DRAFT + 1]; /* the target's logits row of each */
     int32_t n_accepted;
 } mtplx_step_result;
 

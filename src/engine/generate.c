@@ -33,7 +33,8 @@ struct mtplx_gen {
 };
 
 /* Commit one generated token: returns false once generation must stop. */
-static bool emit(mtplx_gen *r, int32_t id, mtplx_token_source src, int32_t draft_pos, float lp) {
+static bool emit(mtplx_gen *r, int32_t id, mtplx_token_source src, int32_t draft_pos, float lp,
+                 const float *logits) {
     const mtplx_gen_params *gp = &r->gp;
     r->gs.gen[r->gs.n_gen++] = id;
     r->gs.hist[r->gs.n_hist++] = id;
@@ -42,7 +43,8 @@ static bool emit(mtplx_gen *r, int32_t id, mtplx_token_source src, int32_t draft
         return false;
     }
     r->st.n_gen++;
-    mtplx_token_event ev = {.id = id, .source = src, .draft_pos = draft_pos, .logprob = lp};
+    mtplx_token_event ev = {.id = id, .source = src, .draft_pos = draft_pos, .logprob = lp,
+                            .logits = logits, .n_vocab = r->c->model->hp.n_vocab};
     if (mtplx_detok_push(r->detok, id, &ev.text, &ev.text_len) != MTPLX_OK) {
         ev.text = "";
         ev.text_len = 0;
@@ -200,7 +202,7 @@ mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *d
         g->x = sample_logits(g, logits);
         g->phase = PH_DECODE;
         bool go = emit(g, g->x, MTPLX_SRC_SAMPLED, 0,
-                       mtplx_logprob(logits, c->model->hp.n_vocab, g->x));
+                       mtplx_logprob(logits, c->model->hp.n_vocab, g->x), logits);
         g->st.t_decode_ms += mtplx_time_ms() - t0;
         if (!go) finish(g);
         *done = g->phase == PH_DONE;
@@ -221,7 +223,7 @@ mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *d
             g->steps++;
             for (int32_t i = 0; i < res.n && go; i++)
                 go = emit(g, res.ids[i], res.src[i], res.src[i] == MTPLX_SRC_DRAFTED ? i + 1 : 0,
-                          res.logprob[i]);
+                          res.logprob[i], res.logits[i]);
             g->x = res.ids[res.n - 1];
             if (g->gp.adaptive_depth) g->cur_depth = adapt_depth(&g->st, g->depth, g->steps);
         } else {
@@ -232,7 +234,7 @@ mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *d
             float *logits = c->acts.logits;
             g->x = sample_logits(g, logits);
             go = emit(g, g->x, MTPLX_SRC_SAMPLED, 0,
-                      mtplx_logprob(logits, c->model->hp.n_vocab, g->x));
+                      mtplx_logprob(logits, c->model->hp.n_vocab, g->x), logits);
         }
     }
     g->st.t_decode_ms += mtplx_time_ms() - t0;

@@ -111,6 +111,7 @@ mtplx_status mtplx_spec_step(mtplx_ctx *c, mtplx_gen_state *gs, int32_t x, int32
         if (mtplx_accept_or_residual(p, q, V, d[i - 1], u, greedy)) {
             res->ids[res->n] = d[i - 1];
             res->src[res->n] = MTPLX_SRC_DRAFTED;
+            res->logits[res->n] = lg;
             res->logprob[res->n++] = lp;
             a++;
             if (gs->stats) gs->stats->accepted[i - 1]++;
@@ -119,6 +120,7 @@ mtplx_status mtplx_spec_step(mtplx_ctx *c, mtplx_gen_state *gs, int32_t x, int32
         int32_t tok = draw(p, V, sp, (uint64_t)(N + i), RNG_RESIDUAL);
         res->ids[res->n] = tok;
         res->src[res->n] = MTPLX_SRC_VERIFIER;
+        res->logits[res->n] = lg;
         res->logprob[res->n++] = mtplx_logprob(lg, V, tok);
         rejected = true;
         break;
@@ -129,6 +131,7 @@ mtplx_status mtplx_spec_step(mtplx_ctx *c, mtplx_gen_state *gs, int32_t x, int32
         int32_t tok = draw(c->p[k], V, sp, (uint64_t)(N + k + 1), RNG_RESIDUAL);
         res->ids[res->n] = tok;
         res->src[res->n] = MTPLX_SRC_VERIFIER;
+        res->logits[res->n] = lg;
         res->logprob[res->n++] = mtplx_logprob(lg, V, tok);
     }
     res->n_accepted = a;
