@@ -1,8 +1,16 @@
-/* cmd_start.c: `mtplx start`: interactive chat in the terminal.
+/* cmd_start.c: `mtplx start`: interactive chat in the terminal, or with
+ * --web the HTTP server and its web UI in this process.
  * Chat mode renders the model's own chat template; a base model without one
  * (the built-in model is one) gets a completion mode that says so and
- * continues the user's text. Line editing and history come from libedit. */
+ * continues the user's text. Line editing and history come from libedit.
+ * While a reply streams, the bottom terminal row (outside a scroll region)
+ * shows live tok/s, acceptance per draft position, mean accepted length and
+ * context used; tokens the MTP head drafted and the verifier accepted are
+ * green. Generation runs step by step (mtplx_gen_step) so the status line
+ * reads the engine's exact running statistics and Ctrl-C is seen between
+ * steps. No model logic lives here. */
 #include "cli/cli.h"
+#include "server/server.h"
 
 #include <cjson/cJSON.h>
 #include <editline/readline.h>
@@ -10,7 +18,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) {
@@ -36,45 +46,238 @@ static void sb_add(strbuf *s, const char *t, size_t n) {
     s->buf[s->len] = 0;
 }
 
+/* ---- terminal: colours and the live status line ---- */
+
+typedef struct {
+    bool tty, color;
+    int rows; /* > 0 while the status row is reserved */
+    double last_draw;
+} term;
+
+#define DIM "\x1b[2m"
+#define GREEN "\x1b[32m"
+#define BOLD "\x1b[1m"
+#define RESET "\x1b[0m"
+
+/* Reserve the bottom row: scroll region = rows 1..R-1 (as apt's progress bar
+ * does). The caller's cursor is at column 0, so the newline + cursor-up that
+ * make room on a full screen do not move the text. */
+static void status_open(term *t) {
+    struct winsize ws;
+    if (!t->tty || ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) != 0 || ws.ws_row < 4) return;
+    t->rows = ws.ws_row;
+    printf("\n\x1b" "7\x1b[1;%dr\x1b" "8\x1b[1A", t->rows - 1);
+    fflush(stdout);
+    t->last_draw = 0;
+}
+
+static void status_close(term *t) {
+    if (!t->rows) return;
+    printf("\x1b" "7\x1b[1;%dr\x1b[%d;1H\x1b[2K\x1b" "8", t->rows, t->rows);
+    fflush(stdout);
+    t->rows = 0;
+}
+
+/* One line of statistics: "212.4 tok/s | accept 0.86/0.75/0.78 | ..." */
+static void format_stats(char *out, size_t cap, const mtplx_gen_stats *st, int32_t used, int32_t n_ctx) {
+    double s = st->t_decode_ms / 1e3;
+    /* before the first decode forward the rate means nothing yet */
+    size_t n = st->n_forward || st->n_gen > 1 ? (size_t)snprintf(out, cap, "%.1f tok/s", s > 0 ? st->n_gen / s : 0.0)
+                                                : (size_t)snprintf(out, cap, "-- tok/s");
+    if (st->draft_depth > 0 && n < cap) {
+        n += (size_t)snprintf(out + n, cap - n, " | accept");
+        int64_t acc = 0;
+        for (int i = 0; i < st->draft_depth && i < MTPLX_MAX_DRAFT && n < cap; i++) {
+            n += (size_t)snprintf(out + n, cap - n, "%s%.2f", i ? "/" : " ",
+                                  st->drafted[i] ? (double)st->accepted[i] / st->drafted[i] : 0.0);
+            acc += st->accepted[i];
+        }
+        if (n < cap)
+            n += (size_t)snprintf(out + n, cap - n, " | mean accepted %.2f | %.2f tok/forward",
+                                  st->n_forward ? (double)acc / st->n_forward : 0.0,
+                                  mtplx_gen_stats_tokens_per_forward(st));
+    } else if (n < cap) {
+        n += (size_t)snprintf(out + n, cap - n, " | MTP off");
+    }
+    if (n < cap) snprintf(out + n, cap - n, " | ctx %d/%d", used, n_ctx);
+}
+
+static void status_draw(term *t, const mtplx_gen_stats *st, int32_t used, int32_t n_ctx, bool force) {
+    if (!t->rows) return;
+    double now = cli_now_ms();
+    if (!force && now - t->last_draw < 100) return;
+    t->last_draw = now;
+    char line[512];
+    format_stats(line, sizeof line, st, used, n_ctx);
+    printf("\x1b" "7\x1b[%d;1H\x1b[2K" "%s%s%s\x1b" "8", t->rows, t->color ? DIM : "", line, t->color ? RESET : "");
+    fflush(stdout);
+}
+
+/* ---- one reply ---- */
+
+typedef struct {
+    strbuf *reply;
+    term *t;
+    int last_src; /* -1 before the first token */
+} reply_state;
+
 static int on_token(const mtplx_token_event *ev, void *user) {
-    strbuf *reply = user;
+    reply_state *rs = user;
     if (ev->text_len) {
+        if (rs->t->color) {
+            int src = ev->source == MTPLX_SRC_DRAFTED;
+            if (src != rs->last_src) fputs(src ? GREEN : RESET, stdout);
+            rs->last_src = src;
+        }
         fwrite(ev->text, 1, ev->text_len, stdout);
         fflush(stdout);
-        sb_add(reply, ev->text, ev->text_len);
+        sb_add(rs->reply, ev->text, ev->text_len);
     }
     return interrupted ? 1 : 0;
 }
 
 static void help(void) {
     printf("usage: mtplx start [-m MODEL] [--depth K] [--temp T] [options]\n\n"
-           "Interactive chat in the terminal (completion mode for base models).\n\n"
+           "Interactive chat in the terminal (completion mode for base models), or with\n"
+           "--web the HTTP server and its web UI.\n\n"
            "  -m, --model PATH   model (default: the built-in model)\n"
            "      --depth K      MTP draft depth 0..8 (default 3 with a head)\n"
            "      --temp T       temperature (default 0.7)\n"
            "  -n, --n-predict N  most tokens per reply (default 256)\n"
            "  -c, --ctx N        context length\n"
            "  -t, --threads N    threads\n"
-           "      --web          start the web UI (needs `mtplx serve`)\n"
+           "      --no-color     plain output (also NO_COLOR=1)\n"
+           "      --web          serve the web UI (and the OpenAI-compatible API) instead\n"
+           "      --port N       port for --web (default 8000; 0 = any free port)\n"
+           "      --host ADDR    address for --web (default 127.0.0.1)\n"
            "  -h, --help\n\n"
            "In the chat: /help /clear /system TEXT /temp T /depth K /stats /save FILE /quit;\n"
            "end a line with \\ to continue it; Ctrl-C stops a reply.\n");
 }
 
-static void print_stats(const mtplx_gen_stats *st, int32_t used, int32_t n_ctx) {
-    double s = st->t_decode_ms / 1e3;
-    fprintf(stderr, "\x1b[2m[%.1f tok/s", s > 0 ? st->n_gen / s : 0.0);
-    if (st->draft_depth > 0) {
-        fprintf(stderr, " | accept");
-        int64_t acc = 0;
-        for (int i = 0; i < st->draft_depth; i++) {
-            fprintf(stderr, "%s%.2f", i ? "/" : " ", st->drafted[i] ? (double)st->accepted[i] / st->drafted[i] : 0.0);
-            acc += st->accepted[i];
-        }
-        fprintf(stderr, " | mean accepted %.2f | %.2f tok/forward",
-                st->n_forward ? (double)acc / st->n_forward : 0.0, mtplx_gen_stats_tokens_per_forward(st));
+static void chat_help(bool chat) {
+    printf("/clear        forget the conversation\n"
+           "/system TEXT  set the system prompt%s\n"
+           "/temp T       temperature (0 = greedy: exactly the text plain decoding gives)\n"
+           "/depth K      MTP draft depth (0 = plain autoregressive decoding)\n"
+           "/stats        the last reply's statistics\n"
+           "/color        colour drafted tokens on / off\n"
+           "/save FILE    save the conversation\n"
+           "/quit         leave (also Ctrl-D)\n"
+           "A line ending in \\ continues on the next line. Ctrl-C stops a reply.\n",
+           chat ? "" : " (chat models only)");
+}
+
+static void print_stats_detail(const mtplx_gen_stats *st, int32_t used, int32_t n_ctx) {
+    if (!st->n_gen) {
+        printf("(no reply yet)\n");
+        return;
     }
-    fprintf(stderr, " | ctx %d/%d]\x1b[0m\n", used, n_ctx);
+    char line[512];
+    format_stats(line, sizeof line, st, used, n_ctx);
+    printf("%s\n", line);
+    printf("prompt %d tokens (%d cached), prefill %.0f ms | %d tokens in %.0f ms, %d forwards\n", st->n_prompt,
+           st->n_cached, st->t_prefill_ms, st->n_gen, st->t_decode_ms, st->n_forward);
+    if (st->draft_depth > 0) {
+        printf("draft depth %d; acceptance per draft position:\n", st->draft_depth);
+        for (int i = 0; i < st->draft_depth && i < MTPLX_MAX_DRAFT; i++) {
+            double a = st->drafted[i] ? (double)st->accepted[i] / st->drafted[i] : 0.0;
+            char bar[21];
+            int w = (int)(a * 20 + 0.5);
+            for (int j = 0; j < 20; j++) bar[j] = j < w ? '#' : '.';
+            bar[20] = 0;
+            printf("  position %d: %s %5.1f%% (%lld of %lld)\n", i + 1, bar, 100 * a, (long long)st->accepted[i],
+                   (long long)st->drafted[i]);
+        }
+        double tot = st->t_draft_ms + st->t_verify_ms;
+        if (tot > 0)
+            printf("time: draft %.0f%%, verify %.0f%%\n", 100 * st->t_draft_ms / tot, 100 * st->t_verify_ms / tot);
+    }
+}
+
+/* ---- --web ---- */
+
+static void web_stop(int sig) {
+    (void)sig;
+    mtplx_server_stop();
+}
+
+static void web_listening(const char *url, int port, void *user) {
+    (void)port;
+    (void)user;
+    printf("\nmtplx web UI: %s/\n(the OpenAI-compatible API is at %s/v1; Ctrl-C stops the server)\n", url, url);
+    fflush(stdout);
+}
+
+static int run_web(const char *path, const char *host, int port, const mtplx_ctx_params *cp, int depth) {
+    mtplx_server_params sp = mtplx_server_default_params();
+    sp.model_path = path;
+    sp.host = host;
+    sp.port = port;
+    sp.n_ctx = cp->n_ctx;
+    sp.n_threads = cp->n_threads;
+    sp.draft_depth = depth;
+    sp.on_listen = web_listening;
+    fprintf(stderr, "loading %s ...", path);
+    fflush(stderr);
+    struct sigaction sa = {0};
+    sa.sa_handler = web_stop;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    mtplx_status st = mtplx_server_run(&sp);
+    if (st != MTPLX_OK) {
+        fputc('\n', stderr);
+        cli_error("web UI");
+        return EXIT_RUNTIME;
+    }
+    return EXIT_OK;
+}
+
+/* ---- the chat ---- */
+
+/* Render the conversation (plus the system prompt) with the chat template.
+ * Returns the prompt text (caller frees) or NULL. */
+static char *render_chat(const char *tmpl, const cJSON *messages, const char *system, const mtplx_tokenizer *tok) {
+    cJSON *vars = cJSON_CreateObject();
+    cJSON *msgs = cJSON_Duplicate(messages, 1);
+    if (system) {
+        cJSON *s = cJSON_CreateObject();
+        cJSON_AddStringToObject(s, "role", "system");
+        cJSON_AddStringToObject(s, "content", system);
+        cJSON_InsertItemInArray(msgs, 0, s);
+    }
+    cJSON_AddItemToObject(vars, "messages", msgs);
+    cJSON_AddBoolToObject(vars, "add_generation_prompt", 1);
+    const char *bos = mtplx_token_bos(tok) >= 0 ? mtplx_token_piece(tok, mtplx_token_bos(tok)) : "";
+    const char *eos = mtplx_token_eos(tok) >= 0 ? mtplx_token_piece(tok, mtplx_token_eos(tok)) : "";
+    cJSON_AddStringToObject(vars, "bos_token", bos ? bos : "");
+    cJSON_AddStringToObject(vars, "eos_token", eos ? eos : "");
+    char *vj = cJSON_PrintUnformatted(vars);
+    char *full = NULL;
+    size_t fl;
+    mtplx_status st = mtplx_template_render(tmpl, vj, &full, &fl);
+    free(vj);
+    cJSON_Delete(vars);
+    return st == MTPLX_OK ? full : NULL;
+}
+
+/* Read one input, joining lines that end in a backslash. NULL on end of input. */
+static char *read_input(void) {
+    strbuf in = {0};
+    const char *prompt = "> ";
+    for (;;) {
+        char *line = readline(prompt);
+        if (!line) break;
+        size_t n = strlen(line);
+        bool cont = n && line[n - 1] == '\\';
+        sb_add(&in, line, cont ? n - 1 : n);
+        if (!in.buf) sb_add(&in, "", 0);
+        free(line);
+        if (!cont) break;
+        sb_add(&in, "\n", 1);
+        prompt = ". ";
+    }
+    return in.buf;
 }
 
 int cmd_start(int argc, char **argv) {
@@ -82,12 +285,15 @@ int cmd_start(int argc, char **argv) {
         {"model", required_argument, 0, 'm'}, {"depth", required_argument, 0, 'd'},
         {"temp", required_argument, 0, 'T'},  {"n-predict", required_argument, 0, 'n'},
         {"ctx", required_argument, 0, 'c'},   {"threads", required_argument, 0, 't'},
-        {"web", no_argument, 0, 'w'},         {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    const char *model_arg = NULL;
+        {"web", no_argument, 0, 'w'},         {"port", required_argument, 0, 'p'},
+        {"host", required_argument, 0, 'H'},  {"no-color", no_argument, 0, 'C'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    const char *model_arg = NULL, *host = "127.0.0.1";
     mtplx_gen_params gp = mtplx_gen_default_params();
     gp.sampling.temperature = 0.7f;
     mtplx_ctx_params cp = mtplx_ctx_default_params();
+    bool web = false, no_color = getenv("NO_COLOR") && *getenv("NO_COLOR");
+    int port = 8000;
     long iv;
     double fv;
     int c;
@@ -115,9 +321,13 @@ int cmd_start(int argc, char **argv) {
             if (!cli_parse_int("start", "--threads", optarg, 1, 1024, &iv)) return EXIT_USAGE;
             cp.n_threads = (int32_t)iv;
             break;
-        case 'w':
-            fprintf(stderr, "mtplx start: the web UI is not in this build yet (use the terminal chat)\n");
-            return EXIT_RUNTIME;
+        case 'w': web = true; break;
+        case 'p':
+            if (!cli_parse_int("start", "--port", optarg, 0, 65535, &iv)) return EXIT_USAGE;
+            port = (int)iv;
+            break;
+        case 'H': host = optarg; break;
+        case 'C': no_color = true; break;
         case 'h': help(); return EXIT_OK;
         default: return cli_usage_error("start", "unknown option");
         }
@@ -125,6 +335,10 @@ int cmd_start(int argc, char **argv) {
     if (optind < argc) return cli_usage_error("start", "unexpected argument '%s'", argv[optind]);
     char path[4096];
     if (!cli_resolve_model(model_arg, path, sizeof path)) return EXIT_RUNTIME;
+    if (web) return run_web(path, host, port, &cp, gp.draft_depth);
+
+    term t = {.tty = isatty(STDOUT_FILENO) != 0};
+    t.color = t.tty && !no_color;
     fprintf(stderr, "loading %s ...", path);
     fflush(stderr);
     double t0 = cli_now_ms();
@@ -156,6 +370,9 @@ int cmd_start(int argc, char **argv) {
                         "your text.\nType the beginning of a passage; /help for commands.\n");
     else
         fprintf(stderr, "Chat with the model; /help for commands.\n");
+    if (t.color && depth > 0)
+        fprintf(stderr, GREEN "green" RESET " = drafted by the MTP head and accepted (no forward pass of its own); "
+                        "plain = sampled by the verifier.\n");
     const mtplx_tokenizer *tok = mtplx_model_tokenizer(model);
     cJSON *messages = cJSON_CreateArray();
     char *system = NULL;
@@ -165,24 +382,11 @@ int cmd_start(int argc, char **argv) {
     gp.sampling.seed = (uint64_t)time(NULL);
     using_history();
     for (;;) {
-        strbuf in = {0};
-        const char *prompt = "> ";
-        for (;;) {
-            char *line = readline(prompt);
-            if (!line) break;
-            size_t n = strlen(line);
-            bool cont = n && line[n - 1] == '\\';
-            sb_add(&in, line, cont ? n - 1 : n);
-            free(line);
-            if (!cont) break;
-            sb_add(&in, "\n", 1);
-            prompt = ". ";
-        }
-        if (!in.buf) {
+        char *text = read_input();
+        if (!text) {
             fputc('\n', stdout);
             break;
         }
-        char *text = in.buf;
         if (!*text) {
             free(text);
             continue;
@@ -193,9 +397,7 @@ int cmd_start(int argc, char **argv) {
                 free(text);
                 break;
             } else if (!strcmp(text, "/help")) {
-                printf("/clear  forget the conversation\n/system TEXT  set the system prompt\n"
-                       "/temp T  temperature\n/depth K  MTP draft depth (0 = off)\n"
-                       "/stats  last reply's statistics\n/save FILE  save the conversation\n/quit\n");
+                chat_help(chat);
             } else if (!strcmp(text, "/clear")) {
                 cJSON_Delete(messages);
                 messages = cJSON_CreateArray();
@@ -205,17 +407,25 @@ int cmd_start(int argc, char **argv) {
             } else if (!strncmp(text, "/system ", 8)) {
                 free(system);
                 system = strdup(text + 8);
-                printf("(system prompt set)\n");
+                printf(chat ? "(system prompt set)\n" : "(system prompt set; a base model in completion mode does not use it)\n");
             } else if (!strncmp(text, "/temp ", 6)) {
-                double t = atof(text + 6);
-                if (t >= 0 && t <= 100) gp.sampling.temperature = (float)t;
+                char *end;
+                double v = strtod(text + 6, &end);
+                if (end != text + 6 && v >= 0 && v <= 100) gp.sampling.temperature = (float)v;
+                else printf("(expected a temperature from 0 to 100)\n");
                 printf("(temperature %.2f)\n", gp.sampling.temperature);
             } else if (!strncmp(text, "/depth ", 7)) {
-                int d = atoi(text + 7);
-                if (d >= 0 && d <= MTPLX_MAX_DRAFT && (d == 0 || info.n_mtp)) gp.draft_depth = d;
+                char *end;
+                long d = strtol(text + 7, &end, 10);
+                if (end == text + 7 || d < 0 || d > MTPLX_MAX_DRAFT) printf("(expected a depth from 0 to %d)\n", MTPLX_MAX_DRAFT);
+                else if (d > 0 && !info.n_mtp) printf("(this model has no MTP head: depth stays 0)\n");
+                else gp.draft_depth = (int32_t)d;
                 printf("(draft depth %d)\n", gp.draft_depth);
             } else if (!strcmp(text, "/stats")) {
-                print_stats(&last, used, mtplx_ctx_n_ctx(ctx));
+                print_stats_detail(&last, used, mtplx_ctx_n_ctx(ctx));
+            } else if (!strcmp(text, "/color")) {
+                t.color = t.tty && !t.color;
+                printf("(colour %s)\n", t.color ? "on" : "off");
             } else if (!strncmp(text, "/save ", 6)) {
                 FILE *f = fopen(text + 6, "w");
                 if (!f) printf("(cannot write %s)\n", text + 6);
@@ -243,34 +453,16 @@ int cmd_start(int argc, char **argv) {
             cJSON_AddStringToObject(m, "role", "user");
             cJSON_AddStringToObject(m, "content", text);
             cJSON_AddItemToArray(messages, m);
-            cJSON *vars = cJSON_CreateObject();
-            cJSON *msgs = cJSON_Duplicate(messages, 1);
-            if (system) {
-                cJSON *s = cJSON_CreateObject();
-                cJSON_AddStringToObject(s, "role", "system");
-                cJSON_AddStringToObject(s, "content", system);
-                cJSON_InsertItemInArray(msgs, 0, s);
-            }
-            cJSON_AddItemToObject(vars, "messages", msgs);
-            cJSON_AddBoolToObject(vars, "add_generation_prompt", 1);
-            const char *bos = mtplx_token_bos(tok) >= 0 ? mtplx_token_piece(tok, mtplx_token_bos(tok)) : "";
-            const char *eos = mtplx_token_eos(tok) >= 0 ? mtplx_token_piece(tok, mtplx_token_eos(tok)) : "";
-            cJSON_AddStringToObject(vars, "bos_token", bos ? bos : "");
-            cJSON_AddStringToObject(vars, "eos_token", eos ? eos : "");
-            char *vj = cJSON_PrintUnformatted(vars);
-            size_t fl;
-            mtplx_status st = mtplx_template_render(tmpl, vj, &full, &fl);
-            free(vj);
-            cJSON_Delete(vars);
-            if (st != MTPLX_OK) {
+            full = render_chat(tmpl, messages, system, tok);
+            if (!full) {
                 cli_error("chat template");
+                cJSON_DeleteItemFromArray(messages, cJSON_GetArraySize(messages) - 1);
                 free(text);
                 continue;
             }
         } else {
             sb_add(&history, text, strlen(text));
             full = strdup(history.buf);
-            fputs(text, stdout);
         }
         int32_t *ids = NULL;
         size_t n_ids = 0;
@@ -282,17 +474,35 @@ int cmd_start(int argc, char **argv) {
             continue;
         }
         strbuf reply = {0};
+        reply_state rs = {.reply = &reply, .t = &t, .last_src = -1};
         interrupted = 0;
         struct sigaction sa = {0}, old;
         sa.sa_handler = on_sigint;
         sigaction(SIGINT, &sa, &old);
-        mtplx_status st = mtplx_generate(ctx, ids, (int32_t)n_ids, &gp, on_token, &reply, &last);
+        status_open(&t);
+        /* completion mode: the reply continues the user's own line */
+        if (!chat) printf("%s%s%s", t.color ? BOLD : "", text, t.color ? RESET : "");
+        fflush(stdout);
+        mtplx_gen *g = NULL;
+        mtplx_status st = mtplx_gen_start(ctx, ids, (int32_t)n_ids, &gp, &g);
+        bool done = st != MTPLX_OK;
+        while (!done && !interrupted) {
+            st = mtplx_gen_step(g, on_token, &rs, &done);
+            if (st != MTPLX_OK) break;
+            status_draw(&t, mtplx_gen_get_stats(g), mtplx_ctx_n_past(ctx), mtplx_ctx_n_ctx(ctx), false);
+        }
+        if (g) last = *mtplx_gen_get_stats(g);
+        mtplx_gen_free(g);
+        if (t.color && rs.last_src > 0) fputs(RESET, stdout);
+        status_close(&t);
         sigaction(SIGINT, &old, NULL);
-        printf("%s\n", interrupted ? " [stopped]" : "");
+        printf("%s\n", interrupted ? (t.color ? DIM " [stopped]" RESET : " [stopped]") : "");
         fflush(stdout);
         if (st != MTPLX_OK) cli_error("generation");
         used = mtplx_ctx_n_past(ctx);
-        print_stats(&last, used, mtplx_ctx_n_ctx(ctx));
+        char line[512];
+        format_stats(line, sizeof line, &last, used, mtplx_ctx_n_ctx(ctx));
+        fprintf(stderr, "%s[%s]%s\n", t.color ? DIM : "", line, t.color ? RESET : "");
         if (chat) {
             cJSON *m = cJSON_CreateObject();
             cJSON_AddStringToObject(m, "role", "assistant");
