@@ -1,6 +1,7 @@
 /* cmd_run.c: `mtplx run`: one-shot generation from a prompt. Text streams to
  * stdout (the prompt is not echoed); one stats line goes to stderr. */
 #include "cli/cli.h"
+#include "cli/tuning.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -28,6 +29,11 @@ static void help(void) {
            "      --draft-depth K     MTP draft depth 0..8 (default 3 when the model has a head)\n"
            "      --no-mtp            plain autoregressive decoding\n"
            "      --adaptive          adapt the draft depth to the running acceptance\n"
+           "      --no-adaptive       fixed draft depth (overrides the sustained mode)\n"
+           "      --mode M            turbo | sustained | burst | auto (default auto: burst\n"
+           "                          for short runs, sustained for long contexts); the\n"
+           "                          settings it implies are printed; flags override them\n"
+           "  -b, --batch N           prefill chunk, tokens per forward (default: mode's)\n"
            "      --ignore-eos        keep going past end-of-sequence tokens\n"
            "      --kv-f32            KV cache in F32 (default F16)\n"
            "      --no-special        do not parse special-token text in the prompt\n"
@@ -45,7 +51,7 @@ static int on_token(const mtplx_token_event *ev, void *user) {
 
 int cmd_run(int argc, char **argv) {
     enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_PRES, O_FREQ, O_DEPTH, O_NOMTP,
-           O_ADAPT, O_IGNEOS, O_KVF32, O_TOK, O_NOSPEC };
+           O_ADAPT, O_IGNEOS, O_KVF32, O_TOK, O_NOSPEC, O_MODE, O_NOADAPT };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},     {"prompt", required_argument, 0, 'p'},
         {"file", required_argument, 0, 'f'},      {"n-predict", required_argument, 0, 'n'},
@@ -60,17 +66,20 @@ int cmd_run(int argc, char **argv) {
         {"no-mtp", no_argument, 0, O_NOMTP},      {"adaptive", no_argument, 0, O_ADAPT},
         {"ignore-eos", no_argument, 0, O_IGNEOS}, {"kv-f32", no_argument, 0, O_KVF32},
         {"tokenizer", required_argument, 0, O_TOK}, {"no-special", no_argument, 0, O_NOSPEC},
+        {"mode", required_argument, 0, O_MODE},   {"no-adaptive", no_argument, 0, O_NOADAPT},
+        {"batch", required_argument, 0, 'b'},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     const char *model_arg = NULL, *prompt = NULL, *file = NULL;
     mtplx_gen_params gp = mtplx_gen_default_params();
     mtplx_ctx_params cp = mtplx_ctx_default_params();
     mtplx_model_params mp = mtplx_model_default_params();
-    bool seed_set = false, parse_special = true;
+    bool seed_set = false, parse_special = true, no_adaptive = false;
+    const char *mode = NULL;
     long iv;
     double fv;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:p:f:n:s:t:c:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:p:f:n:s:t:c:b:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model_arg = optarg; break;
         case 'p': prompt = optarg; break;
@@ -130,6 +139,12 @@ int cmd_run(int argc, char **argv) {
             break;
         case O_NOMTP: gp.draft_depth = 0; break;
         case O_ADAPT: gp.adaptive_depth = true; break;
+        case O_NOADAPT: no_adaptive = true; break;
+        case O_MODE: mode = optarg; break;
+        case 'b':
+            if (!cli_parse_int("run", "--batch", optarg, 1, 1 << 20, &iv)) return EXIT_USAGE;
+            cp.n_batch = (int32_t)iv;
+            break;
         case O_IGNEOS: gp.ignore_eos = true; break;
         case O_KVF32: cp.kv_f32 = true; break;
         case O_TOK: mp.tokenizer_path = optarg; break;
@@ -140,6 +155,9 @@ int cmd_run(int argc, char **argv) {
     }
     if (optind < argc) return cli_usage_error("run", "unexpected argument '%s'", argv[optind]);
     if (prompt && file) return cli_usage_error("run", "give -p or -f, not both");
+    cli_mode mode_id;
+    if (!cli_mode_parse(mode, &mode_id))
+        return cli_usage_error("run", "--mode expects turbo, sustained, burst or auto, got '%s'", mode);
     if (!seed_set) gp.sampling.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
 
     char path[4096];
@@ -208,6 +226,13 @@ int cmd_run(int argc, char **argv) {
         rc = EXIT_USAGE;
         goto done;
     }
+    int32_t n_expected = gp.max_tokens > 0 ? (int32_t)n_ids + gp.max_tokens : 0;
+    cli_mode_plan plan;
+    if ((rc = cli_apply_mode(model, path, mode, n_expected, &gp, &cp, NULL, &plan)) != EXIT_OK)
+        goto done;
+    rc = EXIT_RUNTIME;
+    if (no_adaptive) gp.adaptive_depth = plan.adaptive = false;
+    cli_mode_print(&plan, stderr);
     if (mtplx_ctx_new(model, &cp, &ctx) != MTPLX_OK) {
         cli_error("cannot create a context");
         goto done;
