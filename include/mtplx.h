@@ -295,6 +295,13 @@ mtplx_status mtplx_embed(mtplx_ctx *ctx, const char *const *texts, int32_t n, bo
  * sigmoid, or p("yes") for Qwen3-Reranker style models). */
 mtplx_status mtplx_rerank(mtplx_ctx *ctx, const char *query, const char *const *docs, int32_t n,
                           float *scores, int32_t *n_tokens);
+/* Matryoshka truncation (OpenAI `dimensions`): keep the first new_dim of each
+ * of n vectors [n][dim], compacted in place to [n][new_dim], and
+ * re-normalise them when normalize. new_dim must be 1..dim. */
+mtplx_status mtplx_embed_truncate(float *vecs, int32_t n, int32_t dim, int32_t new_dim,
+                                  bool normalize);
+/* Scale v [dim] to unit L2 norm (left as is when all zero). */
+void mtplx_embed_normalize(float *v, int32_t dim);
 
 #ifdef __cplusplus
 }

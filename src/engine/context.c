@@ -13,7 +13,7 @@ mtplx_ctx_params mtplx_ctx_default_params(void) {
 
 mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, mtplx_ctx **out) {
     *out = NULL;
-    if (!model || !model->layers)
+    if (!model || (!model->layers && !model->bert))
         return mtplx_fail(MTPLX_ERR_ARG, "context: the model has no weights (vocab-only load)");
     mtplx_ctx_params p = params ? *params : mtplx_ctx_default_params();
     const mtplx_hparams *hp = &model->hp;
@@ -139,6 +139,9 @@ mtplx_status mtplx_ctx_truncate(mtplx_ctx *c, int32_t n_past) {
 
 mtplx_status mtplx_ctx_decode(mtplx_ctx *c, const int32_t *tokens, int32_t n, bool all_logits) {
     if (n <= 0) return mtplx_fail(MTPLX_ERR_ARG, "forward: no tokens");
+    if (c->model->arch->encoder) /* BERT family: mtplx_embed / mtplx_rerank (engine/embed.c) */
+        return mtplx_fail(MTPLX_ERR_UNSUPPORTED, "forward: %s is an encoder (%s); it embeds or "
+                          "reranks, it does not generate", c->model->path, c->model->arch->name);
     if (c->n_past + n > c->n_ctx)
         return mtplx_fail(MTPLX_ERR_RANGE, "forward: %d + %d tokens exceed the context of %d",
                           c->n_past, n, c->n_ctx);

@@ -109,6 +109,101 @@ static mtplx_status set_arch_f32(mtplx_gguf *g, const hf_cfg *c, const char *suf
     return mtplx_gguf_set_f32(g, key, (float)v);
 }
 
+/* BERT (llama.cpp's "bert" keys): absolute positions, post-LN, GELU. A
+ * sequence classifier is a cross-encoder: pooling type rank (4). */
+static mtplx_status read_bert_config(const cJSON *cfg, hf_cfg *c, mtplx_gguf *g, const char *a) {
+    int64_t n_ff, n_ctx;
+    c->arch = "bert";
+    MTPLX_TRY(cfg_int(cfg, c->dir, "hidden_size", true, 0, &c->n_embd));
+    MTPLX_TRY(cfg_int(cfg, c->dir, "num_hidden_layers", true, 0, &c->n_layer));
+    MTPLX_TRY(cfg_int(cfg, c->dir, "num_attention_heads", true, 0, &c->n_head));
+    MTPLX_TRY(cfg_int(cfg, c->dir, "intermediate_size", true, 0, &n_ff));
+    MTPLX_TRY(cfg_int(cfg, c->dir, "max_position_embeddings", false, 512, &n_ctx));
+    c->n_head_kv = c->n_head;
+    const cJSON *pe = cJSON_GetObjectItemCaseSensitive(cfg, "position_embedding_type");
+    if (cJSON_IsString(pe) && strcmp(pe->valuestring, "absolute"))
+        return mtplx_fail(MTPLX_ERR_UNSUPPORTED, "%s/config.json: position_embedding_type '%s' "
+                          "is not supported (expected absolute)", c->dir, pe->valuestring);
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(cfg, "hidden_act");
+    bool tanh_gelu = cJSON_IsString(act) && (!strcmp(act->valuestring, "gelu_new") ||
+                                             !strcmp(act->valuestring, "gelu_pytorch_tanh"));
+    if (cJSON_IsString(act) && !tanh_gelu && strcmp(act->valuestring, "gelu"))
+        return mtplx_fail(MTPLX_ERR_UNSUPPORTED, "%s/config.json: hidden_act '%s' is not "
+                          "supported (expected gelu)", c->dir, act->valuestring);
+    MTPLX_TRY(mtplx_gguf_set_str(g, "general.architecture", c->arch));
+    MTPLX_TRY(set_arch_u32(g, c, "context_length", n_ctx));
+    MTPLX_TRY(set_arch_u32(g, c, "embedding_length", c->n_embd));
+    MTPLX_TRY(set_arch_u32(g, c, "block_count", c->n_layer));
+    MTPLX_TRY(set_arch_u32(g, c, "feed_forward_length", n_ff));
+    MTPLX_TRY(set_arch_u32(g, c, "attention.head_count", c->n_head));
+    MTPLX_TRY(set_arch_f32(g, c, "attention.layer_norm_epsilon", cfg_num(cfg, "layer_norm_eps", 1e-12)));
+    MTPLX_TRY(mtplx_gguf_set_bool(g, "bert.attention.causal", false));
+    if (tanh_gelu) MTPLX_TRY(mtplx_gguf_set_bool(g, "mtplx.bert.gelu_tanh", true));
+    if (!strcmp(a, "BertForSequenceClassification")) MTPLX_TRY(set_arch_u32(g, c, "pooling_type", 4));
+    return MTPLX_OK;
+}
+
+/* sentence-transformers files: modules.json names a Pooling module (its
+ * config.json gives the mode) and maybe a Normalize module;
+ * config_sentence_transformers.json may hold prompts.query. Written as
+ * "<arch>.pooling_type" (llama.cpp: 1 mean, 2 cls, 3 last),
+ * mtplx.embed.normalize and mtplx.embed.query_prompt. */
+static mtplx_status read_st_config(hf_cfg *c, mtplx_gguf *g) {
+    cJSON *mods = NULL, *pc = NULL, *stc = NULL;
+    char path[PATH_MAX];
+    MTPLX_TRY(mtplx_path_join(path, sizeof path, c->dir, "modules.json"));
+    if (!mtplx_file_exists(path)) return MTPLX_OK;
+    char *text;
+    size_t len;
+    MTPLX_TRY(mtplx_read_file(path, &text, &len));
+    mods = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!cJSON_IsArray(mods)) {
+        cJSON_Delete(mods);
+        return mtplx_fail(MTPLX_ERR_FORMAT, "%s: not a JSON array of modules", path);
+    }
+    mtplx_status st = MTPLX_OK;
+    bool normalize = false;
+    int pooling = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, mods) {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(it, "type");
+        const cJSON *pa = cJSON_GetObjectItemCaseSensitive(it, "path");
+        if (!cJSON_IsString(ty)) continue;
+        if (strstr(ty->valuestring, "Normalize")) normalize = true;
+        if (!strstr(ty->valuestring, "Pooling") || !cJSON_IsString(pa) || strstr(pa->valuestring, ".."))
+            continue;
+        char sub[PATH_MAX];
+        st = mtplx_path_join(sub, sizeof sub, c->dir, pa->valuestring);
+        if (st == MTPLX_OK) st = load_json(sub, "config.json", true, &pc, NULL, NULL);
+        if (st != MTPLX_OK) break;
+        static const struct { const char *key; int type; } modes[] = {
+            {"pooling_mode_cls_token", 2}, {"pooling_mode_mean_tokens", 1}, {"pooling_mode_lasttoken", 3}};
+        for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
+            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pc, modes[i].key))) pooling = modes[i].type;
+        const cJSON *pm = cJSON_GetObjectItemCaseSensitive(pc, "pooling_mode");
+        if (cJSON_IsString(pm))
+            pooling = !strcmp(pm->valuestring, "cls") ? 2 : !strcmp(pm->valuestring, "lasttoken") ? 3
+                    : !strcmp(pm->valuestring, "mean") ? 1 : pooling;
+        if (!pooling)
+            st = mtplx_fail(MTPLX_ERR_UNSUPPORTED, "%s/%s/config.json: no supported pooling mode "
+                            "(mean, cls or lasttoken)", c->dir, pa->valuestring);
+        cJSON_Delete(pc);
+        pc = NULL;
+        if (st != MTPLX_OK) break;
+    }
+    cJSON_Delete(mods);
+    MTPLX_TRY(st);
+    if (pooling) MTPLX_TRY(set_arch_u32(g, c, "pooling_type", (int64_t)pooling));
+    MTPLX_TRY(mtplx_gguf_set_bool(g, "mtplx.embed.normalize", normalize));
+    MTPLX_TRY(load_json(c->dir, "config_sentence_transformers.json", false, &stc, NULL, NULL));
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(stc, "prompts");
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(pr, "query");
+    if (cJSON_IsString(q)) st = mtplx_gguf_set_str(g, "mtplx.embed.query_prompt", q->valuestring);
+    cJSON_Delete(stc);
+    return st;
+}
+
 static mtplx_status read_config(const cJSON *cfg, hf_cfg *c, mtplx_gguf *g) {
     const cJSON *archs = cJSON_GetObjectItemCaseSensitive(cfg, "architectures");
     const char *a = cJSON_IsArray(archs) && cJSON_IsString(archs->child)
@@ -117,17 +212,20 @@ static mtplx_status read_config(const cJSON *cfg, hf_cfg *c, mtplx_gguf *g) {
         return mtplx_fail(MTPLX_ERR_FORMAT, "%s/config.json: architectures is missing (expected "
                           "e.g. [\"LlamaForCausalLM\"])", c->dir);
     c->permute = false;
+    if (!strcmp(a, "BertModel") || !strcmp(a, "BertForSequenceClassification"))
+        return read_bert_config(cfg, c, g, a);
     if (!strcmp(a, "LlamaForCausalLM")) {
         c->arch = "llama";
         c->permute = true;
     } else if (!strcmp(a, "Qwen2ForCausalLM") || !strcmp(a, "MiMoForCausalLM")) {
         c->arch = "qwen2"; /* MiMo is Qwen2 plus MTP layers */
-    } else if (!strcmp(a, "Qwen3ForCausalLM")) {
+    } else if (!strcmp(a, "Qwen3ForCausalLM") || !strcmp(a, "Qwen3Model")) { /* Model: embedders */
         c->arch = "qwen3";
     } else {
         return mtplx_fail(MTPLX_ERR_UNSUPPORTED, "%s/config.json: architectures: '%s' is not "
                           "supported (expected LlamaForCausalLM, Qwen2ForCausalLM, "
-                          "Qwen3ForCausalLM or MiMoForCausalLM)", c->dir, a);
+                          "Qwen3ForCausalLM, Qwen3Model, MiMoForCausalLM, BertModel or "
+                          "BertForSequenceClassification)", c->dir, a);
     }
     int64_t n_ff, n_ctx, n_vocab;
     MTPLX_TRY(cfg_int(cfg, c->dir, "hidden_size", true, 0, &c->n_embd));
@@ -256,12 +354,58 @@ static const char *parse_index(const char *s, const char *prefix, int64_t *idx) 
 
 typedef enum { MAP_OK, MAP_SKIP, MAP_UNKNOWN } map_result;
 
+/* BERT names (with or without the "bert." prefix of task models) as
+ * llama.cpp's converter writes them. */
+static map_result map_bert(const char *hf, char *out, size_t cap) {
+    static const struct { const char *hf, *gguf; } top[] = {
+        {"embeddings.word_embeddings", "token_embd"},
+        {"embeddings.position_embeddings", "position_embd"},
+        {"embeddings.token_type_embeddings", "token_types"},
+        {"embeddings.LayerNorm", "token_embd_norm"},
+        {"pooler.dense", "cls"},
+        {"classifier", "cls.output"},
+    };
+    static const struct { const char *hf, *gguf; } blk[] = {
+        {"attention.self.query", "attn_q"},  {"attention.self.key", "attn_k"},
+        {"attention.self.value", "attn_v"},  {"attention.output.dense", "attn_output"},
+        {"attention.output.LayerNorm", "attn_output_norm"},
+        {"intermediate.dense", "ffn_up"},    {"output.dense", "ffn_down"},
+        {"output.LayerNorm", "layer_output_norm"},
+    };
+    if (!strncmp(hf, "bert.", 5)) hf += 5;
+    if (!strcmp(hf, "embeddings.position_ids") || !strncmp(hf, "cls.", 4)) return MAP_SKIP;
+    const char *dot = strrchr(hf, '.');
+    if (!dot || (strcmp(dot, ".weight") && strcmp(dot, ".bias"))) return MAP_UNKNOWN;
+    size_t mlen = (size_t)(dot - hf);
+    for (size_t i = 0; i < sizeof top / sizeof *top; i++)
+        if (strlen(top[i].hf) == mlen && !strncmp(hf, top[i].hf, mlen))
+            return snprintf(out, cap, "%s%s", top[i].gguf, dot) < (int)cap ? MAP_OK : MAP_UNKNOWN;
+    static const char pre[] = "encoder.layer.";
+    if (strncmp(hf, pre, sizeof pre - 1)) return MAP_UNKNOWN;
+    char *end;
+    long b = strtol(hf + sizeof pre - 1, &end, 10);
+    if (end == hf + sizeof pre - 1 || *end != '.' || b < 0 || b > 100000) return MAP_UNKNOWN;
+    const char *rest = end + 1;
+    size_t rlen = (size_t)(dot - rest);
+    for (size_t i = 0; i < sizeof blk / sizeof *blk; i++)
+        if (strlen(blk[i].hf) == rlen && !strncmp(rest, blk[i].hf, rlen))
+            return snprintf(out, cap, "blk.%ld.%s%s", b, blk[i].gguf, dot) < (int)cap ? MAP_OK
+                                                                                    : MAP_UNKNOWN;
+    return MAP_UNKNOWN;
+}
+
 /* HF name -> GGUF name; *mtp_head = MTP head index or -1; *mimo for MiMo names. */
 static map_result map_name(const hf_cfg *c, const char *hf, char *out, size_t cap,
                            int64_t *mtp_head, bool *mimo) {
     int64_t idx;
     const char *rest;
     *mtp_head = -1;
+    if (!strcmp(c->arch, "bert")) return map_bert(hf, out, cap);
+    /* a bare Qwen3Model / sentence-transformers save has no "model." prefix */
+    char pfx[256];
+    if ((!strncmp(hf, "layers.", 7) || !strcmp(hf, "embed_tokens.weight") ||
+         !strcmp(hf, "norm.weight")) && snprintf(pfx, sizeof pfx, "model.%s", hf) < (int)sizeof pfx)
+        hf = pfx;
     static const char inv_freq[] = ".rotary_emb.inv_freq"; /* a buffer, not a weight */
     size_t len = strlen(hf), il = sizeof inv_freq - 1;
     if (len > il && !strcmp(hf + len - il, inv_freq)) return MAP_SKIP;
@@ -548,6 +692,7 @@ static mtplx_status build(hf_cfg *c, mtplx_gguf *g) {
     mtplx_status st = raw && raw->path ? MTPLX_OK : mtplx_fail(MTPLX_ERR_NOMEM, "out of memory");
     if (st == MTPLX_OK) st = load_json(c->dir, "config.json", true, &cfg, NULL, NULL);
     if (st == MTPLX_OK) st = read_config(cfg, c, g);
+    if (st == MTPLX_OK) st = read_st_config(c, g); /* embedders: pooling, normalize */
     if (st == MTPLX_OK) {
         /* general.name: the folder's own name */
         const char *d = c->dir;

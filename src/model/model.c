@@ -5,16 +5,18 @@
 #include "model/model.h"
 
 #include "formats/formats.h"
+#include "model/encoder.h"
 #include "kernels/kernels.h"
 #include "tokenizer/tokenizer.h"
 
 #include <math.h>
 #include <string.h>
 
-extern const mtplx_arch mtplx_arch_llama, mtplx_arch_qwen2, mtplx_arch_qwen3;
+extern const mtplx_arch mtplx_arch_llama, mtplx_arch_qwen2, mtplx_arch_qwen3, mtplx_arch_bert;
 
 const mtplx_arch *mtplx_arch_find(const char *name) {
-    static const mtplx_arch *all[] = {&mtplx_arch_llama, &mtplx_arch_qwen2, &mtplx_arch_qwen3};
+    static const mtplx_arch *all[] = {&mtplx_arch_llama, &mtplx_arch_qwen2, &mtplx_arch_qwen3,
+                                      &mtplx_arch_bert};
     if (!name) return NULL;
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         if (!strcmp(all[i]->name, name)) return all[i];
@@ -104,6 +106,16 @@ static mtplx_status weight(mtplx_model *m, const char *name, int64_t k, int64_t 
     return MTPLX_OK;
 }
 
+mtplx_status mtplx_model_weight(mtplx_model *m, const char *name, int64_t k, int64_t rows,
+                                bool required, mtplx_weight *w) {
+    return weight(m, name, k, rows, required, w);
+}
+
+mtplx_status mtplx_model_vec(mtplx_model *m, const char *name, int64_t n, bool required,
+                             float **out) {
+    return vec_f32(m, name, n, required, out);
+}
+
 static mtplx_status load_layer(mtplx_model *m, int blk, mtplx_layer *L) {
     const mtplx_hparams *hp = &m->hp;
     int64_t e = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim,
@@ -186,7 +198,7 @@ static mtplx_status build(mtplx_model *m, const mtplx_model_params *p) {
         m->arch = mtplx_arch_find(arch);
         if (!m->arch)
             return mtplx_fail(MTPLX_ERR_UNSUPPORTED,
-                              "%s: unknown architecture '%s' (supported: llama, qwen2, qwen3)",
+                              "%s: unknown architecture '%s' (supported: llama, qwen2, qwen3, bert)",
                               m->path, arch);
     }
     const char *name = mtplx_gguf_get_str(m->g, "general.name");
@@ -197,6 +209,10 @@ static mtplx_status build(mtplx_model *m, const mtplx_model_params *p) {
     mtplx_status st = mtplx_tokenizer_from_gguf(m->g, &m->tok);
     if (st != MTPLX_OK) return mtplx_fail_prefix(st, "%s: tokenizer", m->path);
     if (p->vocab_only) return MTPLX_OK;
+    if (m->arch->encoder) { /* BERT family: arch/bert.c */
+        MTPLX_TRY(mtplx_bert_load(m));
+        return mtplx_model_embed_setup(m);
+    }
 
     mtplx_hparams *hp = &m->hp;
     int64_t n_blocks = mtplx_gguf_get_arch_int(m->g, "block_count", 0);
@@ -246,7 +262,7 @@ static mtplx_status build(mtplx_model *m, const mtplx_model_params *p) {
         for (int i = 0; i < n_nextn; i++) MTPLX_TRY(load_mtp(m, i, &m->mtp[i]));
         m->n_mtp = (int32_t)n_nextn;
     }
-    return MTPLX_OK;
+    return mtplx_model_embed_setup(m); /* embedder / reranker roles (model/encoder.c) */
 }
 
 mtplx_status mtplx_model_from_gguf(mtplx_gguf *g, const char *path, const char *format,
@@ -288,6 +304,8 @@ void mtplx_model_free(mtplx_model *m) {
     free(m->owned);
     free(m->layers);
     free(m->mtp);
+    mtplx_bert_free(m->bert);
+    mtplx_embed_cfg_free(m->emb);
     free(m->chat_template);
     mtplx_tokenizer_free(m->tok);
     mtplx_gguf_free(m->g);

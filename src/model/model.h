@@ -17,6 +17,7 @@ typedef struct mtplx_arch {
     bool rope_neox;   /* rotate (i, i+d/2) pairs, else (2i, 2i+1) */
     bool qkv_bias;    /* attn_{q,k,v}.bias expected */
     bool qk_norm;     /* per-head RMSNorm of q and k before RoPE */
+    bool encoder;     /* encoder-only (BERT family): model/encoder.h, no decoder forward */
 } mtplx_arch;
 
 /* NULL if the architecture is not supported. */
@@ -64,7 +65,17 @@ struct mtplx_model {
     mtplx_mtp_head *mtp;
     void **owned;           /* f32 copies of norms / biases */
     int n_owned, cap_owned;
+    struct mtplx_bert *bert;      /* encoder weights (arch->encoder), else NULL */
+    struct mtplx_embed_cfg *emb;  /* roles, pooling, query prompt (model/encoder.h) */
 };
+
+/* Tensor lookups with shape checks, for architecture loaders (arch/bert.c):
+ * a weight of `rows` x k, or a 1-D float tensor of n as an f32 copy owned by
+ * the model. Missing and not required: OK with w->data / *out NULL. */
+mtplx_status mtplx_model_weight(mtplx_model *m, const char *name, int64_t k, int64_t rows,
+                                bool required, mtplx_weight *w);
+mtplx_status mtplx_model_vec(mtplx_model *m, const char *name, int64_t n, bool required,
+                             float **out);
 
 /* Build a model from a loaded container (takes ownership of g). */
 mtplx_status mtplx_model_from_gguf(mtplx_gguf *g, const char *path, const char *format,
