@@ -10,6 +10,7 @@ if [ "${1:-}" = "--test" ]; then
   # ask apt for them only when the commands are missing
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+  pkgs+=(chromium) # the web UI's browser test (tests/browser), headless
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """test_start_tty.py: drive `mtplx start` through a pseudo-terminal, as a user
 would: a prompt in, text out, the live status line, /stats shows acceptance,
-Ctrl-C stops a long reply and the prompt comes back, /quit leaves with 0.
+Ctrl-C stops a long reply and the prompt comes back, Ctrl-C at the prompt
+drops the line, /quit leaves with 0.
 
 Usage: test_start_tty.py MTPLX_BIN   (run from the repository root; CTest does)
 Exit 0 = pass, 1 = fail.
@@ -120,9 +121,13 @@ def main():
         if time.time() - started > 20:
             fail("Ctrl-C took too long")
 
-        # still alive: another reply works, then /quit exits 0
+        # Ctrl-C at the prompt drops the half-typed line and keeps the program
+        t.send("half a line")
+        t.expect(r"half a line$")
+        t.send(b"\x03")
+        t.expect(r"\^C\s*\n> $", what="a fresh prompt after Ctrl-C at the prompt")
         t.send("/depth 3\r")
-        t.expect(r"\n> $")
+        t.expect(r"\(draft depth 3\)\s*\n> $")
         t.send("\r")  # an empty line is ignored
         t.send("/help\r")
         t.expect(r"/stats .*\n(.*\n)*> $", what="/help")

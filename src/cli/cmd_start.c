@@ -261,12 +261,28 @@ static char *render_chat(const char *tmpl, const cJSON *messages, const char *sy
     return st == MTPLX_OK ? full : NULL;
 }
 
-/* Read one input, joining lines that end in a backslash. NULL on end of input. */
+/* Read one input, joining lines that end in a backslash. NULL on end of
+ * input. Ctrl-C at the prompt drops the line being typed (like a shell)
+ * instead of killing the program: the handler only sets a flag; libedit's
+ * read then fails with EINTR and readline() returns NULL, which the flag
+ * tells apart from Ctrl-D. */
 static char *read_input(void) {
     strbuf in = {0};
     const char *prompt = "> ";
+    struct sigaction sa = {0}, old;
+    sa.sa_handler = on_sigint; /* no SA_RESTART */
     for (;;) {
+        interrupted = 0;
+        sigaction(SIGINT, &sa, &old);
         char *line = readline(prompt);
+        sigaction(SIGINT, &old, NULL);
+        if (!line && interrupted) {
+            printf("^C\n");
+            free(in.buf);
+            in = (strbuf){0};
+            prompt = "> ";
+            continue;
+        }
         if (!line) break;
         size_t n = strlen(line);
         bool cont = n && line[n - 1] == '\\';
