@@ -10,7 +10,7 @@
  * only those keys, any order, no repeats), required, enum / const (values
  * matched as compact JSON text), items, nested objects and arrays. anyOf /
  * oneOf / $ref / pattern / min / max are not enforced (any value there).
- * Whitespace between tokens is limited to 16 bytes per gap, and none after
+ * Whitespace is limited to 2 bytes per gap, none before and after
  * the top-level value, so a small model cannot wander in blanks forever.
  * Token texts are decoded one token at a time (fine for byte-level BPE; a
  * SentencePiece leading space is seen as part of the token). */
@@ -26,7 +26,7 @@ enum { T_OBJ = 1, T_ARR = 2, T_STR = 4, T_NUM = 8, T_INT = 16, T_BOOL = 32, T_NU
 enum { F_VALUE, F_OBJ, F_ARR, F_STR, F_NUM, F_LIT, F_KEY };
 enum { P_PRE, P_BODY, P_SUF, P_END, P_DEAD };
 #define MAXD 24
-#define MAX_WS 16
+#define MAX_WS 2
 
 typedef struct jnode {
     int types;

@@ -119,6 +119,7 @@ static bool parse_sampling(srv *s, cJSON *root, mtplx_gen_params *gp, srv_reply 
         clock_gettime(CLOCK_REALTIME, &ts);
         gp->sampling.seed = (uint64_t)ts.tv_nsec * 6364136223846793005ull ^ (uint64_t)ts.tv_sec;
     }
+    if (!get_bool(root, "ignore_eos", &gp->ignore_eos, rep)) return false;
     iv = s->draft_depth;
     if (!get_int(root, "draft_depth", -1, MTPLX_MAX_DRAFT, &iv, rep)) return false;
     gp->draft_depth = (int32_t)iv;
