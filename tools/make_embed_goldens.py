@@ -305,7 +305,7 @@ def bert_embed(out, n_vocab, torch, T):
         b = tok(texts, padding=True, return_tensors="pt")
         with torch.no_grad():
             h = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
-                      token_type_ids=b["token_type_ids"]).last_hidden_state
+                      token_type_ids=b.get("token_type_ids", torch.zeros_like(b["input_ids"]))).last_hidden_state
         m = b["attention_mask"].unsqueeze(-1).float()
         e = (h * m).sum(1) / m.sum(1)
         return torch.nn.functional.normalize(e, dim=-1)
@@ -342,7 +342,7 @@ def bert_rerank(out, n_vocab, torch, T):
     tok = load_tok(d)
 
     def score(docs):
-        b = tok([RERANK_QUERY] * len(docs), docs, padding=True, return_tensors="pt")
+        b = tok([RERANK_QUERY] * len(docs), docs, padding=True, return_tensors="pt", return_token_type_ids=True)
         with torch.no_grad():
             lg = model(**b).logits[:, 0]
         return torch.sigmoid(lg), lg
@@ -353,8 +353,8 @@ def bert_rerank(out, n_vocab, torch, T):
     sb, _ = score(RERANK_DOCS)
     g = {"kind": "rerank", "head": "classifier-sigmoid", "query": RERANK_QUERY,
          "documents": RERANK_DOCS,
-         "ids": [tok(RERANK_QUERY, x)["input_ids"] for x in RERANK_DOCS],
-         "token_type_ids": [tok(RERANK_QUERY, x)["token_type_ids"] for x in RERANK_DOCS],
+         "ids": [tok(RERANK_QUERY, x, return_token_type_ids=True)["input_ids"] for x in RERANK_DOCS],
+         "token_type_ids": [tok(RERANK_QUERY, x, return_token_type_ids=True)["token_type_ids"] for x in RERANK_DOCS],
          "scores": rnd(s1.tolist()), "logits": rnd(lg1.tolist()),
          "batch_max_abs_diff": max_diff(s1, sb, torch)}
 
