@@ -23,13 +23,15 @@ static void help(void) {
 static double gib(uint64_t b) { return (double)b / (1024.0 * 1024 * 1024); }
 
 int cmd_doctor(int argc, char **argv) {
-    enum { O_JSON = 256, O_REFRESH, O_NOPROBE };
+    enum { O_JSON = 256, O_REFRESH, O_NOPROBE, O_MIB };
     static const struct option opts[] = {{"json", no_argument, 0, O_JSON},
                                          {"refresh", no_argument, 0, O_REFRESH},
                                          {"no-probe", no_argument, 0, O_NOPROBE},
+                                         {"probe-mib", required_argument, 0, O_MIB},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     bool json = false, refresh = false, probe = true;
+    long mib = 512;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -37,6 +39,9 @@ int cmd_doctor(int argc, char **argv) {
         case O_JSON: json = true; break;
         case O_REFRESH: refresh = true; break;
         case O_NOPROBE: probe = false; break;
+        case O_MIB: /* hidden: a smaller probe, for tests */
+            if (!cli_parse_int("doctor", "--probe-mib", optarg, 1, 1 << 16, &mib)) return EXIT_USAGE;
+            break;
         case 'h': help(); return EXIT_OK;
         default: return cli_usage_error("doctor", "unknown option");
         }
@@ -54,7 +59,7 @@ int cmd_doctor(int argc, char **argv) {
         } else {
             /* 512 MiB: far past any L3, so this is DRAM; capped at a quarter
              * of the available memory on small machines. */
-            size_t bytes = (size_t)512 << 20;
+            size_t bytes = (size_t)mib << 20;
             if (hw.mem_available && bytes > hw.mem_available / 4) bytes = (size_t)(hw.mem_available / 4);
             if (!json) fprintf(stderr, "mtplx doctor: measuring memory bandwidth (%zu MiB)...\n",
                                bytes >> 20);
