@@ -81,7 +81,7 @@ int cmd_tune(int argc, char **argv) {
     const tune_prompt *prompts = tune_suite(suite, &n_prompts);
     if (!prompts) return cli_usage_error("tune", "unknown suite '%s' (all, prose, code)", suite);
     if (quick) {
-        if (!set_tokens) plan.n_tokens = 16;
+        if (!set_tokens) plan.n_tokens = 48;
         if (!set_reps) plan.reps = 1;
         if (n_prompts > 2) n_prompts = 2;
         plan.warmup = false;
