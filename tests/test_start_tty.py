@@ -2,7 +2,8 @@
 """test_start_tty.py: drive `mtplx start` through a pseudo-terminal, as a user
 would: a prompt in, text out, the live status line, /stats shows acceptance,
 Ctrl-C stops a long reply and the prompt comes back, Ctrl-C at the prompt
-drops the line, /quit leaves with 0.
+drops the line, /quit leaves with 0; then `mtplx start --web` prints the URL,
+serves the page there and stops on Ctrl-C.
 
 Usage: test_start_tty.py MTPLX_BIN   (run from the repository root; CTest does)
 Exit 0 = pass, 1 = fail.
@@ -17,6 +18,8 @@ import struct
 import sys
 import termios
 import time
+import json
+import urllib.request
 
 BIN = sys.argv[1] if len(sys.argv) > 1 else "build/mtplx"
 ROWS, COLS = 30, 100
@@ -145,11 +148,43 @@ def main():
             fail("exit status %r" % status)
         print("ok: mtplx start through a pty (prompt, streamed reply, live status line, /stats, Ctrl-C, /quit)")
     finally:
-        try:
-            os.kill(t.pid, signal.SIGKILL)
-            os.waitpid(t.pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
+        kill(t)
+    web()
+
+
+def kill(t):
+    try:
+        os.kill(t.pid, signal.SIGKILL)
+        os.waitpid(t.pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+def web():
+    """`mtplx start --web`: the server in-process, its URL printed, the page served, Ctrl-C stops it."""
+    t = Term([os.path.abspath(BIN), "start", "--web", "--port", "0", "-t", "2"])
+    try:
+        m = t.expect(r"mtplx web UI: (http://127\.0\.0\.1:(\d+)/)", what="the web UI's URL")
+        url = m.group(1)
+        page = urllib.request.urlopen(url, timeout=30).read().decode()
+        if "<title>mtplx</title>" not in page or "/v1/completions" not in page:
+            fail("the page at %s is not the web UI" % url)
+        models = json.loads(urllib.request.urlopen(url + "v1/models", timeout=30).read())
+        if not models.get("data"):
+            fail("no model listed at %sv1/models" % url)
+        t.send(b"\x03")
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            t.read(0.2)
+            pid, status = os.waitpid(t.pid, os.WNOHANG)
+            if pid:
+                if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+                    fail("mtplx start --web: exit status %r after Ctrl-C" % status)
+                print("ok: mtplx start --web serves the page at " + url + " and stops on Ctrl-C")
+                return
+        fail("mtplx start --web did not stop on Ctrl-C")
+    finally:
+        kill(t)
 
 
 if __name__ == "__main__":
