@@ -8,7 +8,7 @@
  *
  * Schema subset: type (one or several), properties (the object is closed:
  * only those keys, any order, no repeats), required, enum / const (values
- * matched as compact JSON text), items, nested objects and arrays. anyOf /
+ * matched as compact JSON text), items, maxItems, nested objects and arrays. anyOf /
  * oneOf / $ref / pattern / min / max are not enforced (any value there).
  * Whitespace is limited to 2 bytes per gap, none before and after
  * the top-level value, so a small model cannot wander in blanks forever.
@@ -35,6 +35,7 @@ typedef struct jnode {
     int *prop;   /* node of each key */
     uint64_t required;
     int items;   /* node or -1 */
+    int max_items; /* 0 = no limit */
     int n_enum;
     char **enums; /* compact JSON text */
 } jnode;
@@ -244,6 +245,8 @@ static int compile(jmask *m, cJSON *s, int depth, char *err, size_t ecap) {
                 }
             }
     }
+    cJSON *mi = cJSON_GetObjectItemCaseSensitive(s, "maxItems");
+    if (cJSON_IsNumber(mi) && mi->valuedouble >= 1) m->nodes[id].max_items = mi->valueint;
     if ((types & T_ARR) && cJSON_IsObject(items)) {
         int c = compile(m, items, depth + 1, err, ecap);
         if (c < 0) return -1;
@@ -518,11 +521,12 @@ static bool feed(const jmask *m, jstate *s, int c) {
         }
         if (f->phase == 0 || f->phase == 1) {
             s->ws = 0;
+            f->pos++; /* elements so far */
             if (!push(s, F_VALUE, n->items >= 0 ? n->items : 0)) return false;
             return start_value(m, s, c);
         }
         s->ws = 0;
-        if (c == ',') {
+        if (c == ',' && (!n->max_items || (int)f->pos < n->max_items)) {
             f->phase = 1;
             return true;
         }
