@@ -113,6 +113,8 @@ def main():
         t.expect(r"\(draft depth 2\)\s*\n> $")
         t.send("/temp 0.8\r")
         t.expect(r"\(temperature 0.80\)\s*\n> $")
+        t.send("/max 100000\r")  # runs until the context is full: seconds even on a fast machine
+        t.expect(r"\(at most 100000 tokens per reply\)\s*\n> $")
         t.send(" And then the ship\r")
         # several tokens of the reply, then Ctrl-C (the pty turns ^C into SIGINT)
         t.expect(r"And then the ship\S*(\s+\S+){6}", what="the long reply to start")

@@ -151,7 +151,7 @@ static void help(void) {
            "      --port N       port for --web (default 8000; 0 = any free port)\n"
            "      --host ADDR    address for --web (default 127.0.0.1)\n"
            "  -h, --help\n\n"
-           "In the chat: /help /clear /system TEXT /temp T /depth K /stats /save FILE /quit;\n"
+           "In the chat: /help /clear /system TEXT /temp T /depth K /max N /stats /save FILE /quit;\n"
            "end a line with \\ to continue it; Ctrl-C stops a reply.\n");
 }
 
@@ -160,6 +160,7 @@ static void chat_help(bool chat) {
            "/system TEXT  set the system prompt%s\n"
            "/temp T       temperature (0 = greedy: exactly the text plain decoding gives)\n"
            "/depth K      MTP draft depth (0 = plain autoregressive decoding)\n"
+           "/max N        most tokens per reply\n"
            "/stats        the last reply's statistics\n"
            "/color        colour drafted tokens on / off\n"
            "/save FILE    save the conversation\n"
@@ -437,6 +438,12 @@ int cmd_start(int argc, char **argv) {
                 else if (d > 0 && !info.n_mtp) printf("(this model has no MTP head: depth stays 0)\n");
                 else gp.draft_depth = (int32_t)d;
                 printf("(draft depth %d)\n", gp.draft_depth);
+            } else if (!strncmp(text, "/max ", 5)) {
+                char *end;
+                long v = strtol(text + 5, &end, 10);
+                if (end == text + 5 || v < 1 || v > (1L << 20)) printf("(expected a number of tokens from 1 to %ld)\n", 1L << 20);
+                else gp.max_tokens = (int32_t)v;
+                printf("(at most %d tokens per reply)\n", gp.max_tokens);
             } else if (!strcmp(text, "/stats")) {
                 print_stats_detail(&last, used, mtplx_ctx_n_ctx(ctx));
             } else if (!strcmp(text, "/color")) {
