@@ -19,6 +19,7 @@ typedef struct type_stat {
 
 typedef struct summary {
     const char *format, *arch, *name;
+    int roles; /* MTPLX_ROLE_* bits; -1 when the model cannot be built */
     int64_t n_layer_total, n_mtp, n_trunk_layers;
     int64_t n_params, n_params_mtp;
     uint64_t n_bytes;
@@ -171,6 +172,10 @@ static void print_text(const char *path, const mtplx_gguf *g, const summary *s, 
     if (s->n_vocab >= 0) printf("tokenizer:     %s, vocab %lld\n", s->tok_kind, (long long)s->n_vocab);
     else printf("tokenizer:     %s\n", s->tok_kind);
     printf("chat template: %s\n", s->chat_template ? "yes" : "no");
+    if (s->roles >= 0)
+        printf("roles:         %s%s%s%s\n", s->roles & MTPLX_ROLE_GENERATE ? "generate " : "",
+               s->roles & MTPLX_ROLE_EMBED ? "embed " : "", s->roles & MTPLX_ROLE_RERANK ? "rerank " : "",
+               s->roles ? "" : "none");
     if (!tensors) return;
     printf("\n%-48s %-6s %-24s %12s\n", "tensor", "type", "shape (ne)", "bytes");
     for (int64_t i = 0; i < g->n_tensors; i++) {
@@ -225,6 +230,14 @@ static int print_json(const char *path, const mtplx_gguf *g, const summary *s, b
     if (s->n_vocab >= 0) cJSON_AddNumberToObject(tk, "vocab_size", (double)s->n_vocab);
     else cJSON_AddNullToObject(tk, "vocab_size");
     cJSON_AddBoolToObject(o, "chat_template", s->chat_template);
+    if (s->roles >= 0) { /* what the model can serve: generate / embed / rerank */
+        cJSON *r = cJSON_AddArrayToObject(o, "roles");
+        if (s->roles & MTPLX_ROLE_GENERATE) cJSON_AddItemToArray(r, cJSON_CreateString("generate"));
+        if (s->roles & MTPLX_ROLE_EMBED) cJSON_AddItemToArray(r, cJSON_CreateString("embed"));
+        if (s->roles & MTPLX_ROLE_RERANK) cJSON_AddItemToArray(r, cJSON_CreateString("rerank"));
+    } else {
+        cJSON_AddNullToObject(o, "roles");
+    }
     if (tensors) {
         cJSON *arr = cJSON_AddArrayToObject(o, "tensors");
         for (int64_t i = 0; i < g->n_tensors; i++) {
@@ -284,6 +297,13 @@ int cmd_inspect(int argc, char **argv) {
     }
     summary s;
     summarize(g, format, &s);
+    /* roles need the model itself (heads, pooling config): build it (weights stay mapped) */
+    mtplx_model_params mp = mtplx_model_default_params();
+    mp.tokenizer_path = tokenizer;
+    mp.load_mtp = false;
+    mtplx_model *model = NULL;
+    s.roles = mtplx_model_load(path, &mp, &model) == MTPLX_OK ? mtplx_model_roles(model) : -1;
+    mtplx_model_free(model);
     int rc = EXIT_OK;
     if (json) rc = print_json(path, g, &s, tensors);
     else print_text(path, g, &s, tensors);
