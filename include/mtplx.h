@@ -154,6 +154,7 @@ typedef struct mtplx_ctx_params {
      * making one: for several contexts driven from ONE thread (a server's
      * slots). It must outlive the new context and have n_ctx, n_batch >=. */
     mtplx_ctx *share_backend_of;
+    const char *device; /* "cpu" (default, also NULL) or "cuda" (the first GPU) */
 } mtplx_ctx_params;
 
 mtplx_ctx_params mtplx_ctx_default_params(void);

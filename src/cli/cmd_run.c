@@ -36,6 +36,7 @@ static void help(void) {
            "  -b, --batch N           prefill chunk, tokens per forward (default: mode's)\n"
            "      --ignore-eos        keep going past end-of-sequence tokens\n"
            "      --kv-f32            KV cache in F32 (default F16)\n"
+           "      --device D          cpu (default) or cuda (the first GPU)\n"
            "      --no-special        do not parse special-token text in the prompt\n"
            "  -h, --help\n");
 }
@@ -51,7 +52,7 @@ static int on_token(const mtplx_token_event *ev, void *user) {
 
 int cmd_run(int argc, char **argv) {
     enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_PRES, O_FREQ, O_DEPTH, O_NOMTP,
-           O_ADAPT, O_IGNEOS, O_KVF32, O_TOK, O_NOSPEC, O_MODE, O_NOADAPT };
+           O_ADAPT, O_IGNEOS, O_KVF32, O_TOK, O_NOSPEC, O_MODE, O_NOADAPT, O_DEVICE };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},     {"prompt", required_argument, 0, 'p'},
         {"file", required_argument, 0, 'f'},      {"n-predict", required_argument, 0, 'n'},
@@ -67,7 +68,7 @@ int cmd_run(int argc, char **argv) {
         {"ignore-eos", no_argument, 0, O_IGNEOS}, {"kv-f32", no_argument, 0, O_KVF32},
         {"tokenizer", required_argument, 0, O_TOK}, {"no-special", no_argument, 0, O_NOSPEC},
         {"mode", required_argument, 0, O_MODE},   {"no-adaptive", no_argument, 0, O_NOADAPT},
-        {"batch", required_argument, 0, 'b'},
+        {"batch", required_argument, 0, 'b'},     {"device", required_argument, 0, O_DEVICE},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     const char *model_arg = NULL, *prompt = NULL, *file = NULL;
     mtplx_gen_params gp = mtplx_gen_default_params();
@@ -147,6 +148,11 @@ int cmd_run(int argc, char **argv) {
             break;
         case O_IGNEOS: gp.ignore_eos = true; break;
         case O_KVF32: cp.kv_f32 = true; break;
+        case O_DEVICE:
+            if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
+                return cli_usage_error("run", "--device expects cpu or cuda, got '%s'", optarg);
+            cp.device = optarg;
+            break;
         case O_TOK: mp.tokenizer_path = optarg; break;
         case O_NOSPEC: parse_special = false; break;
         case 'h': help(); return EXIT_OK;

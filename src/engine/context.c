@@ -16,6 +16,11 @@ mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, m
     if (!model || (!model->layers && !model->bert))
         return mtplx_fail(MTPLX_ERR_ARG, "context: the model has no weights (vocab-only load)");
     mtplx_ctx_params p = params ? *params : mtplx_ctx_default_params();
+    bool cuda = p.device && strcmp(p.device, "cuda") == 0;
+    if (p.device && !cuda && strcmp(p.device, "cpu") != 0)
+        return mtplx_fail(MTPLX_ERR_ARG, "context: unknown device \"%s\" (cpu or cuda)", p.device);
+    if (cuda && model->bert)
+        return mtplx_fail(MTPLX_ERR_UNSUPPORTED, "context: encoder models run on the CPU only");
     const mtplx_hparams *hp = &model->hp;
     if (p.n_ctx <= 0) p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     if (p.n_ctx > hp->n_ctx_train) {
@@ -43,13 +48,20 @@ mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, m
         c->be = o->be;
         c->be_shared = true;
     } else {
-        st = mtplx_backend_cpu_new(p.n_threads, max_k, p.n_batch, p.n_ctx, &c->be);
+        st = cuda ? mtplx_backend_cuda_new(0, max_k, p.n_batch, p.n_ctx, &c->be)
+                  : mtplx_backend_cpu_new(p.n_threads, max_k, p.n_batch, p.n_ctx, &c->be);
     }
     if (st == MTPLX_OK) st = mtplx_kv_init(&c->kv, c->be, hp, hp->n_layer, p.n_ctx, p.kv_f32);
     if (st == MTPLX_OK) st = mtplx_acts_init(&c->acts, c->be, hp, p.n_batch);
     c->tokens = calloc((size_t)p.n_ctx, sizeof(int32_t));
     c->work = calloc((size_t)hp->n_vocab, sizeof(float));
     c->work_idx = calloc((size_t)hp->n_vocab, sizeof(int32_t));
+    if (st == MTPLX_OK && c->be->download) {
+        c->logits_host = calloc((size_t)c->acts.n_logits * (size_t)hp->n_vocab, sizeof(float));
+        c->mtp_logits_host = calloc((size_t)hp->n_vocab, sizeof(float));
+        if (!c->logits_host || !c->mtp_logits_host)
+            st = mtplx_fail(MTPLX_ERR_NOMEM, "context: out of memory for host logits");
+    }
     if (st == MTPLX_OK && (!c->tokens || !c->work || !c->work_idx))
         st = mtplx_fail(MTPLX_ERR_NOMEM, "context: out of memory");
     for (int i = 0; st == MTPLX_OK && i <= MTPLX_MAX_DRAFT; i++) {
@@ -62,7 +74,7 @@ mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, m
         size_t e = (size_t)hp->n_embd;
         st = mtplx_acts_init(&c->mtp_acts, c->be, hp, p.n_batch);
         c->hist[0] = calloc((size_t)p.n_ctx * e, sizeof(float));
-        c->stage = calloc((size_t)p.n_batch * e, sizeof(float));
+        c->stage = c->be->buf_alloc(c->be, (size_t)p.n_batch * e * sizeof(float));
         c->stage_tok = calloc((size_t)p.n_batch, sizeof(int32_t));
         if (st == MTPLX_OK && (!c->hist[0] || !c->stage || !c->stage_tok))
             st = mtplx_fail(MTPLX_ERR_NOMEM, "context: out of memory for the MTP head");
@@ -100,6 +112,7 @@ void mtplx_ctx_free(mtplx_ctx *c) {
         for (int d = 0; d < MTPLX_MAX_DRAFT; d++)
             if (c->mtp_kv[d].k) mtplx_kv_free(&c->mtp_kv[d], c->be);
         mtplx_acts_free(&c->mtp_acts, c->be);
+        c->be->buf_free(c->be, c->stage);
         if (!c->be_shared) c->be->free(c->be);
     }
     for (int i = 0; i <= MTPLX_MAX_DRAFT; i++) {
@@ -108,8 +121,9 @@ void mtplx_ctx_free(mtplx_ctx *c) {
         free(c->spec[i]);
         if (i < MTPLX_MAX_DRAFT) free(c->hist[i]);
     }
-    free(c->stage);
     free(c->stage_tok);
+    free(c->logits_host);
+    free(c->mtp_logits_host);
     free(c->tokens);
     free(c->work);
     free(c->work_idx);
@@ -160,13 +174,17 @@ mtplx_status mtplx_ctx_decode(mtplx_ctx *c, const int32_t *tokens, int32_t n, bo
         mtplx_model_forward(c->model, c->be, &c->kv, &c->acts, tokens + done, m, c->n_past,
                             all_logits);
         if (c->has_mtp)
-            memcpy(c->hist[0] + (int64_t)c->n_past * e, c->acts.hidden, (size_t)m * (size_t)e * sizeof(float));
+            mtplx_be_download(c->be, c->hist[0] + (int64_t)c->n_past * e, c->acts.hidden,
+                              (size_t)m * (size_t)e * sizeof(float));
         c->n_past += m;
         done += m;
     }
     c->valid[0] = c->n_past;
     c->last_n = n < c->n_batch ? n : (n % c->n_batch ? n % c->n_batch : c->n_batch);
     c->last_all = all_logits;
+    if (c->logits_host)
+        mtplx_be_download(c->be, c->logits_host, c->acts.logits,
+                          (size_t)(all_logits ? c->last_n : 1) * (size_t)V * sizeof(float));
     return MTPLX_OK;
 }
 
@@ -202,20 +220,25 @@ mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn 
                 c->stage_tok[r] = t <= N ? c->tokens[t] : drafts[t - N - 1];
                 const float *g = j < spec_lo[d - 1] ? c->hist[d - 1] + (int64_t)j * e
                                                     : c->spec[d - 1] + (int64_t)(j - spec_lo[d - 1]) * e;
-                memcpy(c->stage + (int64_t)r * e, g, (size_t)e * sizeof(float));
+                mtplx_be_upload(c->be, c->stage + (int64_t)r * e, g, (size_t)e * sizeof(float));
             }
             mtplx_mtp_forward(m, 0, c->be, &c->mtp_kv[d - 1], &c->mtp_acts, c->stage_tok, c->stage,
                               rows, a);
             for (int32_t r = 0; r < rows; r++) {
                 int32_t j = a + r;
                 float *dst = j < ce ? c->hist[d] + (int64_t)j * e : c->spec[d] + (int64_t)(j - ce) * e;
-                memcpy(dst, c->mtp_acts.hidden + (int64_t)r * e, (size_t)e * sizeof(float));
+                mtplx_be_download(c->be, dst, c->mtp_acts.hidden + (int64_t)r * e, (size_t)e * sizeof(float));
             }
             a += rows;
             if (a <= ce) c->valid[d] = a;
         }
         c->valid[d] = ce;
-        drafts[d - 1] = fn(user, d, c->mtp_acts.logits, drafts);
+        float *ql = c->mtp_acts.logits;
+        if (c->mtp_logits_host) {
+            ql = c->mtp_logits_host;
+            mtplx_be_download(c->be, ql, c->mtp_acts.logits, (size_t)m->hp.n_vocab * sizeof(float));
+        }
+        drafts[d - 1] = fn(user, d, ql, drafts);
     }
     return MTPLX_OK;
 }
@@ -227,7 +250,7 @@ mtplx_status mtplx_forward(mtplx_ctx *c, const int32_t *tokens, int32_t n, bool 
 
 const float *mtplx_logits(const mtplx_ctx *c, int32_t i) {
     if (c->last_n <= 0) return NULL;
-    if (!c->last_all) return i == c->last_n - 1 || i == -1 ? c->acts.logits : NULL;
+    if (!c->last_all) return i == c->last_n - 1 || i == -1 ? mtplx_ctx_logits(c) : NULL;
     if (i < 0 || i >= c->last_n) return NULL;
-    return c->acts.logits + (int64_t)i * c->model->hp.n_vocab;
+    return mtplx_ctx_logits(c) + (int64_t)i * c->model->hp.n_vocab;
 }

@@ -38,7 +38,17 @@ struct mtplx_ctx {
     float *p[MTPLX_MAX_DRAFT + 1], *q[MTPLX_MAX_DRAFT + 1];
     float *work;        /* [n_vocab] */
     int32_t *work_idx;  /* [n_vocab] */
+    /* Host copies of the logits, made after each forward when the backend's
+     * buffers are device memory (be->download set); NULL on the CPU, where
+     * the sampler reads acts.logits directly. Read through mtplx_ctx_logits. */
+    float *logits_host;     /* [acts.n_logits][n_vocab] */
+    float *mtp_logits_host; /* [n_vocab] */
 };
+
+/* The last trunk forward's logits rows, in host memory. */
+static inline float *mtplx_ctx_logits(const mtplx_ctx *c) {
+    return c->logits_host ? c->logits_host : c->acts.logits;
+}
 
 /* ---- RNG: stream (seed, position, purpose) -> uniform in [0, 1) ---- */
 enum { RNG_SAMPLE = 1, RNG_DRAFT = 2, RNG_ACCEPT = 3, RNG_RESIDUAL = 4 };

@@ -198,7 +198,7 @@ mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *d
         if (g->next_prefill < g->n_prompt) return MTPLX_OK;
         /* first token: a plain sample from the prompt's last logits */
         t0 = mtplx_time_ms();
-        float *logits = c->acts.logits;
+        float *logits = mtplx_ctx_logits(c);
         g->x = sample_logits(g, logits);
         g->phase = PH_DECODE;
         bool go = emit(g, g->x, MTPLX_SRC_SAMPLED, 0,
@@ -231,7 +231,7 @@ mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *d
             s = mtplx_ctx_decode(c, &g->x, 1, false);
             if (s != MTPLX_OK) goto fail;
             g->st.n_forward++;
-            float *logits = c->acts.logits;
+            float *logits = mtplx_ctx_logits(c);
             g->x = sample_logits(g, logits);
             go = emit(g, g->x, MTPLX_SRC_SAMPLED, 0,
                       mtplx_logprob(logits, c->model->hp.n_vocab, g->x), logits);

@@ -101,7 +101,7 @@ mtplx_status mtplx_spec_step(mtplx_ctx *c, mtplx_gen_state *gs, int32_t x, int32
     int32_t a = 0;
     bool rejected = false;
     for (int32_t i = 1; i <= k; i++) {
-        float *lg = c->acts.logits + (int64_t)(i - 1) * V;
+        float *lg = mtplx_ctx_logits(c) + (int64_t)(i - 1) * V;
         float *p = c->p[i - 1], *q = c->q[i];
         dist_at(c, gs, d, i - 1, lg, p);
         float lp = mtplx_logprob(lg, V, d[i - 1]);
@@ -126,7 +126,7 @@ mtplx_status mtplx_spec_step(mtplx_ctx *c, mtplx_gen_state *gs, int32_t x, int32
         break;
     }
     if (!rejected) {
-        float *lg = c->acts.logits + (int64_t)k * V;
+        float *lg = mtplx_ctx_logits(c) + (int64_t)k * V;
         dist_at(c, gs, d, k, lg, c->p[k]);
         int32_t tok = draw(c->p[k], V, sp, (uint64_t)(N + k + 1), RNG_RESIDUAL);
         res->ids[res->n] = tok;

@@ -11,6 +11,8 @@
 
 #include "core/core.h"
 
+#include <string.h>
+
 /* A weight matrix of m rows x k columns in one of the GGUF types. */
 typedef struct mtplx_weight {
     int type;
@@ -45,11 +47,38 @@ struct mtplx_backend {
     void *(*buf_alloc)(mtplx_backend *be, size_t bytes);
     void (*buf_free)(mtplx_backend *be, void *p);
     void (*free)(mtplx_backend *be);
+    /* ---- optional: NULL when buf_alloc hands out host memory (the CPU) ----
+     * Copies between host memory and this backend's buffers, or between two
+     * of its buffers. download returns once dst_host holds the bytes; the
+     * others may still be in flight (ordered before the next op). Use the
+     * mtplx_be_* wrappers below, which fall back to memcpy. */
+    void (*upload)(mtplx_backend *be, void *dst, const void *src_host, size_t bytes);
+    void (*download)(mtplx_backend *be, void *dst_host, const void *src, size_t bytes);
+    void (*copy)(mtplx_backend *be, void *dst, const void *src, size_t bytes);
 };
+
+static inline void mtplx_be_upload(mtplx_backend *be, void *dst, const void *src_host, size_t n) {
+    if (be->upload) be->upload(be, dst, src_host, n);
+    else memcpy(dst, src_host, n);
+}
+static inline void mtplx_be_download(mtplx_backend *be, void *dst_host, const void *src, size_t n) {
+    if (be->download) be->download(be, dst_host, src, n);
+    else memcpy(dst_host, src, n);
+}
+static inline void mtplx_be_copy(mtplx_backend *be, void *dst, const void *src, size_t n) {
+    if (be->copy) be->copy(be, dst, src, n);
+    else memcpy(dst, src, n);
+}
 
 /* CPU backend with its own thread pool; scratch sized for matmuls of up to
  * max_k columns and max_n rows, attention over up to n_ctx positions. */
 mtplx_status mtplx_backend_cpu_new(int n_threads, int64_t max_k, int64_t max_n, int64_t n_ctx,
                                    mtplx_backend **out);
+
+/* CUDA backend on GPU `device` (src/cuda): weights uploaded on first use, all
+ * buffers in device memory. MTPLX_ERR_UNSUPPORTED without a usable GPU or in
+ * a build without CUDA. Arguments as mtplx_backend_cpu_new's. */
+mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, int64_t n_ctx,
+                                    mtplx_backend **out);
 
 #endif

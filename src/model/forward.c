@@ -118,7 +118,7 @@ void mtplx_model_forward(const mtplx_model *m, mtplx_backend *be, mtplx_kv *kv, 
     for (int64_t i = 0; i < n; i++) be->get_row(be, &m->tok_embd, tokens[i], a->x + i * e);
     for (int l = 0; l < m->hp.n_layer; l++)
         layer_forward(m, &m->layers[l], be, kv->k[l], kv->v[l], kv->kv_type, a, n, pos0);
-    memcpy(a->hidden, a->x, (size_t)(n * e) * sizeof(float));
+    mtplx_be_copy(be, a->hidden, a->x, (size_t)(n * e) * sizeof(float));
     MTPLX_ASSERT(!all_logits || n <= a->n_logits);
     if (all_logits) head(m, m->output_norm, be, a, 0, n);
     else head(m, m->output_norm, be, a, n - 1, 1);
@@ -140,6 +140,6 @@ void mtplx_mtp_forward(const mtplx_model *m, int hi, mtplx_backend *be, mtplx_kv
     }
     be->matmul(be, &h->eh_proj, NULL, a->cat, n, a->x);
     layer_forward(m, &h->layer, be, kv->k[0], kv->v[0], kv->kv_type, a, n, pos0);
-    memcpy(a->hidden, a->x, (size_t)(n * e) * sizeof(float));
+    mtplx_be_copy(be, a->hidden, a->x, (size_t)(n * e) * sizeof(float));
     head(m, h->norm, be, a, n - 1, 1);
 }

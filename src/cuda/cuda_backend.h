@@ -1,0 +1,26 @@
+/* cuda_backend.h: what the CUDA backend offers beyond model/backend.h's
+ * interface (whose constructor, mtplx_backend_cuda_new, is declared there).
+ *
+ * In a build without CUDA (MTPLX_CUDA=OFF) these exist as stubs
+ * (model/backend_cuda_stub.c): no devices, MTPLX_ERR_UNSUPPORTED. */
+#ifndef MTPLX_CUDA_BACKEND_H
+#define MTPLX_CUDA_BACKEND_H
+
+#include "model/backend.h"
+
+/* GPUs the CUDA runtime sees (0 without a GPU, a driver or CUDA support). */
+int mtplx_cuda_device_count(void);
+/* "NVIDIA H200 (sm_90, 132 SMs, 150.0 GB)" into buf; *mem_bytes (may be
+ * NULL) gets the device's memory. */
+mtplx_status mtplx_cuda_device_name(int device, char *buf, size_t cap, size_t *mem_bytes);
+
+/* The following take a backend made by mtplx_backend_cuda_new. */
+/* Free every uploaded weight / vector and forget the host addresses they came
+ * from (for callers that reuse host memory for different weights: tests). */
+void mtplx_cuda_forget_params(mtplx_backend *be);
+/* Bytes of weights uploaded so far. */
+size_t mtplx_cuda_param_bytes(const mtplx_backend *be);
+/* Wait for every op issued so far (timing). */
+void mtplx_cuda_synchronize(mtplx_backend *be);
+
+#endif

@@ -1,0 +1,480 @@
+/* kernels.cu: the CUDA kernels behind the CUDA backend (cuda_kernels.h).
+ *
+ * Decode and verification are memory bound, so the matmul is a GEMV that
+ * keeps up to 16 rows of activations in registers: one warp per output row
+ * walks the weight row once, dequantising 8 elements at a time, and applies
+ * them to every activation row. Larger n (prefill) runs the same kernel per
+ * 16 rows, so it re-reads the weights n/16 times; a tensor-core GEMM for
+ * prefill is left for later. Attention is one block per (token, head) with an
+ * online softmax per warp (flash-decoding's split over the context is left for
+ * later). All math is f32; no fast-math, so RoPE's angles stay accurate. */
+
+/* core.h is C11; this file is C++. */
+#define _Noreturn [[noreturn]]
+extern "C" {
+#include "kernels/kernels.h"
+}
+#include "cuda/cuda_kernels.h"
+
+#include <cuda_fp16.h>
+#include <math.h>
+
+namespace {
+
+__device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+__device__ __forceinline__ uint16_t ld16(const uint8_t *p) { return *(const uint16_t *)p; }
+
+/* Dequantise elements [8g, 8g+8) of one weight row. Groups of 8 never cross
+ * a quant block, and their bytes are contiguous in every GGML layout. */
+template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_t g, float w[8]);
+
+template <> __device__ __forceinline__ void deq8<MTPLX_TYPE_F32>(const uint8_t *row, int64_t g, float w[8]) {
+    const float4 *p = (const float4 *)(row + g * 32);
+    float4 a = __ldg(p), b = __ldg(p + 1);
+    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+}
+
+template <> __device__ __forceinline__ void deq8<MTPLX_TYPE_F16>(const uint8_t *row, int64_t g, float w[8]) {
+    uint4 u = __ldg((const uint4 *)(row + g * 16));
+    const uint32_t v[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        w[2 * i] = h2f((uint16_t)(v[i] & 0xFFFF));
+        w[2 * i + 1] = h2f((uint16_t)(v[i] >> 16));
+    }
+}
+
+template <> __device__ __forceinline__ void deq8<MTPLX_TYPE_BF16>(const uint8_t *row, int64_t g, float w[8]) {
+    uint4 u = __ldg((const uint4 *)(row + g * 16));
+    const uint32_t v[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        w[2 * i] = __uint_as_float(v[i] << 16);
+        w[2 * i + 1] = __uint_as_float(v[i] & 0xFFFF0000u);
+    }
+}
+
+/* block_q8_0: d (f16) + 32 int8; 34-byte blocks are only 2-byte aligned. */
+template <> __device__ __forceinline__ void deq8<MTPLX_TYPE_Q8_0>(const uint8_t *row, int64_t g, float w[8]) {
+    const uint8_t *b = row + (g >> 2) * sizeof(block_q8_0);
+    float d = h2f(ld16(b));
+    const uint8_t *q = b + 2 + (g & 3) * 8;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        uint16_t u = ld16(q + 2 * i);
+        w[2 * i] = d * (float)(int8_t)(u & 0xFF);
+        w[2 * i + 1] = d * (float)(int8_t)(u >> 8);
+    }
+}
+
+/* block_q4_0: d + 16 bytes; element j < 16 is the low nibble of qs[j],
+ * element j + 16 the high nibble; value d * (q - 8). */
+template <> __device__ __forceinline__ void deq8<MTPLX_TYPE_Q4_0>(const uint8_t *row, int64_t g, float w[8]) {
+    const uint8_t *b = row + (g >> 2) * sizeof(block_q4_0);
+    float d = h2f(ld16(b));
+    int sub = (int)(g & 3), sh = sub >= 2 ? 4 : 0;
+    const uint8_t *q = b + 2 + (sub & 1) * 8;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        uint16_t u = ld16(q + 2 * i);
+        w[2 * i] = d * (float)((int)((u >> sh) & 0xF) - 8);
+        w[2 * i + 1] = d * (float)((int)((u >> (8 + sh)) & 0xF) - 8);
+    }
+}
+
+__device__ __forceinline__ void q4k_scale_min(int j, const uint8_t *q, int *sc, int *mn) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *mn = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* block_q4_K (144 bytes): 4 chunks of 64; chunk c's qs[32c..32c+32) hold
+ * elements 0..31 in low nibbles (sub-block 2c) and 32..63 in high nibbles
+ * (sub-block 2c+1); value d * sc * q - dmin * m. */
+template <> __device__ __forceinline__ void deq8<MTPLX_TYPE_Q4_K>(const uint8_t *row, int64_t g, float w[8]) {
+    const uint8_t *b = row + (g >> 5) * sizeof(block_q4_K);
+    int e0 = (int)(g & 31) * 8, c = e0 >> 6, r = e0 & 63, hi = r >= 32;
+    int sc, mn;
+    q4k_scale_min(2 * c + hi, b + 4, &sc, &mn);
+    float d = h2f(ld16(b)) * (float)sc, m = h2f(ld16(b + 2)) * (float)mn;
+    uint2 u = *(const uint2 *)(b + 16 + 32 * c + (r & 31)); /* 8-byte aligned */
+    const uint32_t v[2] = {u.x, u.y};
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        uint32_t byte = (v[i >> 2] >> (8 * (i & 3))) & 0xFF;
+        w[i] = d * (float)(hi ? byte >> 4 : byte & 0xF) - m;
+    }
+}
+
+/* block_q6_K (210 bytes): two halves of 128; in half h, element l + 32 grp
+ * (grp 0..3) takes 4 bits of ql[64h + l + 32 (grp & 1)] (high nibble when
+ * grp >= 2) and 2 bits of qh[32h + l] at 2 grp; scale sc[8h + l/16 + 2 grp]. */
+template <> __device__ __forceinline__ void deq8<MTPLX_TYPE_Q6_K>(const uint8_t *row, int64_t g, float w[8]) {
+    const uint8_t *b = row + (g >> 5) * sizeof(block_q6_K);
+    int e0 = (int)(g & 31) * 8, h = e0 >> 7, e = e0 & 127, grp = e >> 5, l0 = e & 31;
+    const uint8_t *ql = b + 64 * h + l0 + 32 * (grp & 1);
+    const uint8_t *qh = b + 128 + 32 * h + l0;
+    float d = h2f(ld16(b + 208)) * (float)((const int8_t *)(b + 192))[8 * h + l0 / 16 + 2 * grp];
+    int lsh = grp >= 2 ? 4 : 0, hsh = 2 * grp;
+#pragma unroll
+    for (int i = 0; i < 8; i += 2) {
+        uint16_t l = ld16(ql + i), hh = ld16(qh + i);
+        int q0 = (((l >> lsh) & 0xF) | (((hh >> hsh) & 3) << 4)) - 32;
+        int q1 = (((l >> (8 + lsh)) & 0xF) | (((hh >> (8 + hsh)) & 3) << 4)) - 32;
+        w[i] = d * (float)q0;
+        w[i + 1] = d * (float)q1;
+    }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+    return v;
+}
+
+constexpr int MM_WARPS = 4; /* output rows per block */
+
+/* One warp per output row r, activation rows [NR * blockIdx.y, + NR).
+ * Needs k % 8 == 0; xvec: x rows 16-byte aligned (float4 loads). */
+template <int T, int NR>
+__global__ void __launch_bounds__(MM_WARPS * 32)
+    mm_kernel(const uint8_t *__restrict__ W, size_t rb, int64_t m, int64_t k,
+              const float *__restrict__ x, int64_t n, float *__restrict__ y,
+              const float *__restrict__ bias, bool xvec) {
+    int lane = threadIdx.x & 31;
+    int64_t r = (int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
+    if (r >= m) return;
+    int64_t i0 = (int64_t)blockIdx.y * NR;
+    int nr = n - i0 < NR ? (int)(n - i0) : NR;
+    const uint8_t *row = W + (size_t)r * rb;
+    const float *xb = x + (size_t)i0 * k;
+    float acc[NR];
+#pragma unroll
+    for (int i = 0; i < NR; i++) acc[i] = 0.f;
+    int64_t ng = k / 8;
+#pragma unroll 2
+    for (int64_t g = lane; g < ng; g += 32) {
+        float w[8];
+        deq8<T>(row, g, w);
+#pragma unroll
+        for (int i = 0; i < NR; i++) {
+            if (i < nr) {
+                const float *xp = xb + (size_t)i * k + g * 8;
+                float s;
+                if (xvec) {
+                    float4 a = __ldg((const float4 *)xp), c = __ldg((const float4 *)xp + 1);
+                    s = w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * c.x +
+                        w[5] * c.y + w[6] * c.z + w[7] * c.w;
+                } else {
+                    s = 0.f;
+#pragma unroll
+                    for (int j = 0; j < 8; j++) s += w[j] * __ldg(xp + j);
+                }
+                acc[i] += s;
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < NR; i++) {
+        if (i < nr) {
+            float v = warp_sum(acc[i]);
+            if (lane == 0) y[(size_t)(i0 + i) * m + r] = v + (bias ? bias[r] : 0.f);
+        }
+    }
+}
+
+__device__ __forceinline__ float load_float(int type, const uint8_t *row, int64_t j) {
+    uint16_t h = type == MTPLX_TYPE_F32 ? 0 : ((const uint16_t *)row)[j];
+    return type == MTPLX_TYPE_F32 ? ((const float *)row)[j] : type == MTPLX_TYPE_F16 ? h2f(h) : bf2f(h);
+}
+
+/* F32 / F16 / BF16 of any k (rows not 16-byte aligned): one warp per output
+ * row, one activation row per blockIdx.y. Slow path, correct for all shapes. */
+__global__ void mm_float_any(int type, const uint8_t *__restrict__ W, size_t rb, int64_t m,
+                             int64_t k, const float *__restrict__ x, float *__restrict__ y,
+                             const float *__restrict__ bias) {
+    int lane = threadIdx.x & 31;
+    int64_t r = (int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
+    if (r >= m) return;
+    int64_t i = blockIdx.y;
+    const uint8_t *row = W + (size_t)r * rb;
+    float acc = 0.f;
+    for (int64_t j = lane; j < k; j += 32) acc += load_float(type, row, j) * x[(size_t)i * k + j];
+    acc = warp_sum(acc);
+    if (lane == 0) y[(size_t)i * m + r] = acc + (bias ? bias[r] : 0.f);
+}
+
+template <int T>
+cudaError_t launch_mm(cudaStream_t s, const void *W, size_t rb, int64_t m, int64_t k,
+                      const float *x, int64_t n, float *y, const float *bias, bool xvec) {
+    const uint8_t *w = (const uint8_t *)W;
+    dim3 blk(MM_WARPS * 32);
+    unsigned gx = (unsigned)((m + MM_WARPS - 1) / MM_WARPS);
+#define MM_LAUNCH(NR)                                                                          \
+    mm_kernel<T, NR><<<dim3(gx, (unsigned)((n + NR - 1) / NR)), blk, 0, s>>>(w, rb, m, k, x, n, y, \
+                                                                             bias, xvec)
+    if (n <= 1) MM_LAUNCH(1);
+    else if (n <= 2) MM_LAUNCH(2);
+    else if (n <= 4) MM_LAUNCH(4);
+    else if (n <= 8) MM_LAUNCH(8);
+    else MM_LAUNCH(16);
+#undef MM_LAUNCH
+    return cudaGetLastError();
+}
+
+/* ---- get_row ---- */
+template <int T>
+__global__ void get_row_kernel(const uint8_t *__restrict__ row, int64_t k, float *__restrict__ out) {
+    int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= k / 8) return;
+    float w[8];
+    deq8<T>(row, g, w);
+#pragma unroll
+    for (int j = 0; j < 8; j++) out[g * 8 + j] = w[j];
+}
+
+__global__ void get_row_float_any(int type, const uint8_t *__restrict__ row, int64_t k,
+                                  float *__restrict__ out) {
+    int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j < k) out[j] = load_float(type, row, j);
+}
+
+/* ---- small ops ---- */
+__global__ void rmsnorm_kernel(const float *x, const float *__restrict__ w, float *out, int64_t d,
+                               float eps) {
+    const float *xr = x + (size_t)blockIdx.x * d;
+    float *o = out + (size_t)blockIdx.x * d;
+    float ss = 0.f;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss += xr[i] * xr[i];
+    __shared__ float part[32];
+    ss = warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float v = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.f;
+        v = warp_sum(v);
+        if (threadIdx.x == 0) part[0] = v;
+    }
+    __syncthreads();
+    float scale = 1.0f / sqrtf(part[0] / (float)d + eps);
+    /* out may alias x: each thread rewrites only the elements it read */
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) o[i] = xr[i] * scale * w[i];
+}
+
+__global__ void rope_kernel(float *x, int64_t n, int n_head, int head_dim, int64_t pos0,
+                            const float *__restrict__ inv_freq, bool neox) {
+    int half = head_dim / 2;
+    int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= n * n_head * half) return;
+    int i = (int)(idx % half);
+    int64_t th_ = idx / half;
+    int h = (int)(th_ % n_head);
+    int64_t t = th_ / n_head;
+    float th = (float)(pos0 + t) * inv_freq[i];
+    float sn, cs;
+    sincosf(th, &sn, &cs);
+    float *v = x + (t * n_head + h) * head_dim;
+    int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+    float x0 = v[a], x1 = v[b];
+    v[a] = x0 * cs - x1 * sn;
+    v[b] = x0 * sn + x1 * cs;
+}
+
+__global__ void silu_mul_kernel(const float *g, const float *u, float *out, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = g[i] / (1.f + expf(-g[i])) * u[i];
+}
+
+__global__ void add_kernel(float *y, const float *x, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] += x[i];
+}
+
+__global__ void f32_to_f16_kernel(const float *x, __half *y, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = __float2half_rn(x[i]);
+}
+
+/* ---- attention ---- */
+constexpr int ATT_WARPS = 8;
+constexpr int ATT_MAXE = 8; /* head_dim <= 32 * ATT_MAXE */
+
+template <bool F16>
+__device__ __forceinline__ float kv_load(const void *base, size_t idx) {
+    if (F16) return __half2float(((const __half *)base)[idx]);
+    return ((const float *)base)[idx];
+}
+
+/* Block (head h, token t): warps take cache positions round-robin, each with
+ * its own running max / sum / output (online softmax); lanes split head_dim
+ * (element lane + 32 e). The warps' partial results are merged at the end. */
+template <bool F16>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+    attn_kernel(const float *__restrict__ q, int n_head, int n_head_kv, int hd,
+                const void *__restrict__ K, const void *__restrict__ V, int64_t pos0, float scale,
+                float *__restrict__ out) {
+    int h = blockIdx.x;
+    int64_t t = blockIdx.y;
+    int kvh = h / (n_head / n_head_kv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const float *qp = q + ((size_t)t * n_head + h) * hd;
+    float qr[ATT_MAXE], acc[ATT_MAXE];
+#pragma unroll
+    for (int e = 0; e < ATT_MAXE; e++) {
+        int j = lane + 32 * e;
+        qr[e] = j < hd ? qp[j] : 0.f;
+        acc[e] = 0.f;
+    }
+    float mx = -INFINITY, sum = 0.f;
+    int64_t n_kv = pos0 + t + 1;
+    size_t row = (size_t)n_head_kv * hd, off = (size_t)kvh * hd;
+    for (int64_t p = warp; p < n_kv; p += ATT_WARPS) {
+        size_t base = (size_t)p * row + off;
+        float s = 0.f;
+#pragma unroll
+        for (int e = 0; e < ATT_MAXE; e++) {
+            int j = lane + 32 * e;
+            if (j < hd) s += qr[e] * kv_load<F16>(K, base + j);
+        }
+        s = warp_sum(s) * scale;
+        float mn = fmaxf(mx, s), c = expf(mx - mn), pw = expf(s - mn);
+        sum = sum * c + pw;
+#pragma unroll
+        for (int e = 0; e < ATT_MAXE; e++) {
+            int j = lane + 32 * e;
+            if (j < hd) acc[e] = acc[e] * c + pw * kv_load<F16>(V, base + j);
+        }
+        mx = mn;
+    }
+    __shared__ float s_mx[ATT_WARPS], s_sum[ATT_WARPS];
+    __shared__ float s_acc[ATT_WARPS][32 * ATT_MAXE];
+    if (lane == 0) {
+        s_mx[warp] = mx;
+        s_sum[warp] = sum;
+    }
+#pragma unroll
+    for (int e = 0; e < ATT_MAXE; e++) s_acc[warp][lane + 32 * e] = acc[e];
+    __syncthreads();
+    float M = -INFINITY;
+    for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, s_mx[w]);
+    float f[ATT_WARPS], tot = 0.f;
+#pragma unroll
+    for (int w = 0; w < ATT_WARPS; w++) {
+        f[w] = s_sum[w] > 0.f ? expf(s_mx[w] - M) : 0.f;
+        tot += s_sum[w] * f[w];
+    }
+    float inv = 1.f / tot;
+    float *op = out + ((size_t)t * n_head + h) * hd;
+    for (int j = threadIdx.x; j < hd; j += blockDim.x) {
+        float v = 0.f;
+#pragma unroll
+        for (int w = 0; w < ATT_WARPS; w++) v += s_acc[w][j] * f[w];
+        op[j] = v * inv;
+    }
+}
+
+unsigned blocks_for(int64_t n, int per) { return (unsigned)((n + per - 1) / per); }
+
+} // namespace
+
+extern "C" {
+
+cudaError_t mtplx_cuda_matmul(cudaStream_t s, int type, const void *W, size_t rb, int64_t m,
+                              int64_t k, const float *x, int64_t n, float *y, const float *bias) {
+    bool is_float = type == MTPLX_TYPE_F32 || type == MTPLX_TYPE_F16 || type == MTPLX_TYPE_BF16;
+    bool xvec = k % 4 == 0 && ((uintptr_t)x & 15) == 0;
+    if (is_float && (k % 8 != 0 || ((uintptr_t)W & 15) != 0)) {
+        mm_float_any<<<dim3((unsigned)((m + MM_WARPS - 1) / MM_WARPS), (unsigned)n), MM_WARPS * 32, 0,
+                       s>>>(type, (const uint8_t *)W, rb, m, k, x, y, bias);
+        return cudaGetLastError();
+    }
+    switch (type) {
+    case MTPLX_TYPE_F32: return launch_mm<MTPLX_TYPE_F32>(s, W, rb, m, k, x, n, y, bias, xvec);
+    case MTPLX_TYPE_F16: return launch_mm<MTPLX_TYPE_F16>(s, W, rb, m, k, x, n, y, bias, xvec);
+    case MTPLX_TYPE_BF16: return launch_mm<MTPLX_TYPE_BF16>(s, W, rb, m, k, x, n, y, bias, xvec);
+    case MTPLX_TYPE_Q8_0: return launch_mm<MTPLX_TYPE_Q8_0>(s, W, rb, m, k, x, n, y, bias, xvec);
+    case MTPLX_TYPE_Q4_0: return launch_mm<MTPLX_TYPE_Q4_0>(s, W, rb, m, k, x, n, y, bias, xvec);
+    case MTPLX_TYPE_Q4_K: return launch_mm<MTPLX_TYPE_Q4_K>(s, W, rb, m, k, x, n, y, bias, xvec);
+    case MTPLX_TYPE_Q6_K: return launch_mm<MTPLX_TYPE_Q6_K>(s, W, rb, m, k, x, n, y, bias, xvec);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+cudaError_t mtplx_cuda_get_row(cudaStream_t s, int type, const void *W, size_t rb, int64_t k,
+                               int64_t id, float *out) {
+    const uint8_t *row = (const uint8_t *)W + (size_t)id * rb;
+    bool is_float = type == MTPLX_TYPE_F32 || type == MTPLX_TYPE_F16 || type == MTPLX_TYPE_BF16;
+    if (is_float && (k % 8 != 0 || ((uintptr_t)row & 15) != 0)) {
+        get_row_float_any<<<blocks_for(k, 256), 256, 0, s>>>(type, row, k, out);
+        return cudaGetLastError();
+    }
+    unsigned nb = blocks_for(k / 8, 128);
+    switch (type) {
+    case MTPLX_TYPE_F32: get_row_kernel<MTPLX_TYPE_F32><<<nb, 128, 0, s>>>(row, k, out); break;
+    case MTPLX_TYPE_F16: get_row_kernel<MTPLX_TYPE_F16><<<nb, 128, 0, s>>>(row, k, out); break;
+    case MTPLX_TYPE_BF16: get_row_kernel<MTPLX_TYPE_BF16><<<nb, 128, 0, s>>>(row, k, out); break;
+    case MTPLX_TYPE_Q8_0: get_row_kernel<MTPLX_TYPE_Q8_0><<<nb, 128, 0, s>>>(row, k, out); break;
+    case MTPLX_TYPE_Q4_0: get_row_kernel<MTPLX_TYPE_Q4_0><<<nb, 128, 0, s>>>(row, k, out); break;
+    case MTPLX_TYPE_Q4_K: get_row_kernel<MTPLX_TYPE_Q4_K><<<nb, 128, 0, s>>>(row, k, out); break;
+    case MTPLX_TYPE_Q6_K: get_row_kernel<MTPLX_TYPE_Q6_K><<<nb, 128, 0, s>>>(row, k, out); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+cudaError_t mtplx_cuda_rmsnorm(cudaStream_t s, const float *x, const float *w, float *out, int64_t n,
+                               int64_t d, float eps) {
+    int threads = d >= 1024 ? 1024 : d >= 256 ? 256 : 64;
+    rmsnorm_kernel<<<(unsigned)n, threads, 0, s>>>(x, w, out, d, eps);
+    return cudaGetLastError();
+}
+
+cudaError_t mtplx_cuda_rope(cudaStream_t s, float *x, int64_t n, int n_head, int head_dim,
+                            int64_t pos0, const float *inv_freq, bool neox) {
+    int64_t total = n * n_head * (head_dim / 2);
+    if (total == 0) return cudaSuccess;
+    rope_kernel<<<blocks_for(total, 256), 256, 0, s>>>(x, n, n_head, head_dim, pos0, inv_freq, neox);
+    return cudaGetLastError();
+}
+
+cudaError_t mtplx_cuda_silu_mul(cudaStream_t s, const float *gate, const float *up, float *out,
+                                int64_t n) {
+    if (n == 0) return cudaSuccess;
+    silu_mul_kernel<<<blocks_for(n, 256), 256, 0, s>>>(gate, up, out, n);
+    return cudaGetLastError();
+}
+
+cudaError_t mtplx_cuda_add(cudaStream_t s, float *y, const float *x, int64_t n) {
+    if (n == 0) return cudaSuccess;
+    add_kernel<<<blocks_for(n, 256), 256, 0, s>>>(y, x, n);
+    return cudaGetLastError();
+}
+
+cudaError_t mtplx_cuda_store_rows(cudaStream_t s, int kv_type, const float *src, void *dst,
+                                  int64_t n, int64_t d) {
+    if (kv_type == MTPLX_TYPE_F32)
+        return cudaMemcpyAsync(dst, src, (size_t)(n * d) * sizeof(float), cudaMemcpyDeviceToDevice, s);
+    if (n * d == 0) return cudaSuccess;
+    f32_to_f16_kernel<<<blocks_for(n * d, 256), 256, 0, s>>>(src, (__half *)dst, n * d);
+    return cudaGetLastError();
+}
+
+cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, int n_head,
+                                 int n_head_kv, int head_dim, const void *k, const void *v,
+                                 int kv_type, int64_t pos0, float scale, float *out) {
+    if (head_dim > 32 * ATT_MAXE || n_head % n_head_kv != 0) return cudaErrorInvalidValue;
+    dim3 grid((unsigned)n_head, (unsigned)n_tok);
+    if (kv_type == MTPLX_TYPE_F16)
+        attn_kernel<true><<<grid, ATT_WARPS * 32, 0, s>>>(q, n_head, n_head_kv, head_dim, k, v, pos0,
+                                                         scale, out);
+    else
+        attn_kernel<false><<<grid, ATT_WARPS * 32, 0, s>>>(q, n_head, n_head_kv, head_dim, k, v,
+                                                          pos0, scale, out);
+    return cudaGetLastError();
+}
+
+} // extern "C"

@@ -1,0 +1,28 @@
+/* backend_cuda_stub.c: the CUDA backend's entry points in a build without
+ * CUDA (MTPLX_CUDA=OFF, or no nvcc): no devices, and asking for one says how
+ * to get it. The real ones are in src/cuda/. */
+#ifndef MTPLX_HAVE_CUDA
+#include "cuda/cuda_backend.h"
+
+mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, int64_t n_ctx,
+                                    mtplx_backend **out) {
+    (void)device, (void)max_k, (void)max_n, (void)n_ctx;
+    *out = NULL;
+    return mtplx_fail(MTPLX_ERR_UNSUPPORTED,
+                      "cuda: this build has no CUDA backend (configure with -DMTPLX_CUDA=ON and nvcc)");
+}
+
+int mtplx_cuda_device_count(void) { return 0; }
+
+mtplx_status mtplx_cuda_device_name(int device, char *buf, size_t cap, size_t *mem_bytes) {
+    if (cap) buf[0] = '\0';
+    if (mem_bytes) *mem_bytes = 0;
+    return mtplx_fail(MTPLX_ERR_UNSUPPORTED, "cuda: device %d: this build has no CUDA backend", device);
+}
+
+void mtplx_cuda_forget_params(mtplx_backend *be) { (void)be; }
+size_t mtplx_cuda_param_bytes(const mtplx_backend *be) { (void)be; return 0; }
+void mtplx_cuda_synchronize(mtplx_backend *be) { (void)be; }
+#else
+typedef int mtplx_backend_cuda_stub_unused; /* ISO C wants a declaration in every file */
+#endif
