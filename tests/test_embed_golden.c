@@ -56,6 +56,9 @@ static mtplx_model *load(const char *name) {
 static mtplx_ctx *ctx_of(mtplx_model *m) {
     mtplx_ctx_params cp = mtplx_ctx_default_params();
     cp.n_threads = 2;
+    cp.kv_f32 = true; /* F32 end to end: an F16 KV cache alone moves Qwen3 vectors ~2e-4 */
+    cp.n_ctx = 512;   /* the reranker prompts (~260 tokens of a tiny byte-level vocab) pass the
+                       * toy model's 256 trained positions; HF runs them all the same */
     mtplx_ctx *c = NULL;
     assert_int_equal(mtplx_ctx_new(m, &cp, &c), MTPLX_OK);
     return c;
