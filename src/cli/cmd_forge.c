@@ -305,6 +305,7 @@ static int do_train(int argc, char **argv) {
     vp.data_path = tp.data_path;
     vp.depth = depth > 1 ? depth : 1;
     vp.n_threads = tp.n_threads;
+    vp.n_tokens = 64;
     return run_verify(tp.out_path, &vp);
 }
 

@@ -15,10 +15,13 @@
  * cosine learning rate after a linear warmup.
  *
  * Initialisation: the head's decoder layer is a copy of the trunk's LAST
- * layer; fc = [I/2 | I/2] so at first x0 is the mean of the normalised
- * embedding and hidden state; enorm = hnorm = the trunk hidden states' mean
- * RMS (x0 then has the scale the copied layer was trained on); the head's
- * final norm is the trunk's output norm. The lm_head stays the model's own.
+ * layer; fc = [0 | I], so at first x0 is the (re-normalised) trunk hidden
+ * state and the head starts as "one more last layer" (on the default model:
+ * held-out KL 6.0 nats at init, against 11.7 for fc = [I/2 | I/2]); the
+ * embedding half of fc starts at zero and gets its gradient like any other
+ * weight. enorm = hnorm = the trunk hidden states' mean RMS (x0 then has the
+ * scale the copied layer was trained on); the head's final norm is the
+ * trunk's output norm. The lm_head stays the model's own.
  *
  * Left out: batches of several windows per step, mixed precision, MiMo's
  * [hidden, emb] order. */
@@ -206,7 +209,7 @@ static void init_params(trainer *tr) {
     }
     float *fc = w + L->t[HP_FC].off; /* [E rows][2E] */
     memset(fc, 0, (size_t)(2 * E * E) * sizeof(float));
-    for (int64_t r = 0; r < E; r++) fc[r * 2 * E + r] = fc[r * 2 * E + E + r] = 0.5f;
+    for (int64_t r = 0; r < E; r++) fc[r * 2 * E + E + r] = 1.0f;
 }
 
 /* Baseline: every matrix N(0, 1/fan_in), norms 1 (a head that knows nothing). */
