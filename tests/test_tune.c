@@ -339,13 +339,14 @@ static void tune_cli(void **s) {
     assert_int_equal(prog("tune --quick --temp 0 -t 1", out, sizeof out, err, sizeof err), 0);
     assert_non_null(strstr(out, "AR "));
     assert_non_null(strstr(out, "depth 4"));
-    bool depth_won = strstr(out, " is fastest: ") && !strncmp(strstr(out, "Depth "), "Depth ", 6);
+    const char *verdict = strstr(out, "Depth ");
+    bool depth_won = verdict && strstr(verdict, " is fastest: ");
     bool ar_won = strstr(out, "Plain AR is fastest") != NULL;
     if (!depth_won && !ar_won) fail_msg("no verdict line in:\n%s", out);
     /* the store agrees with the verdict: AR winning stores nothing */
     assert_int_equal(count_entries(), depth_won ? 1 : 0);
     if (depth_won) {
-        int d = atoi(strstr(out, "Depth ") + 6);
+        int d = atoi(verdict + 6);
         assert_true(d >= 1 && d <= 4);
         assert_int_equal(prog("tune --show", out, sizeof out, NULL, 0), 0);
         assert_non_null(strstr(out, "1 entry"));
