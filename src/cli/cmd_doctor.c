@@ -3,6 +3,7 @@
  * tuning store under the hardware key; --refresh measures again), and what
  * is stored for it. Readable text or --json. */
 #include "cli/tuning.h"
+#include "cuda/cuda_backend.h"
 #include "kernels/kernels.h"
 
 #include <cjson/cJSON.h>
@@ -75,6 +76,7 @@ int cmd_doctor(int argc, char **argv) {
         }
     }
     const mtplx_cpu *f = &hw.cpu;
+    int n_gpu = hw.cuda_built ? mtplx_cuda_device_count() : 0;
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "mtplx_version", MTPLX_VERSION);
@@ -111,7 +113,17 @@ int cmd_doctor(int argc, char **argv) {
         cJSON_AddNumberToObject(bw, "gbps_all_threads", bwn);
         cJSON_AddNumberToObject(bw, "threads", bw_threads);
         cJSON *gpu = cJSON_AddObjectToObject(o, "cuda");
-        cJSON_AddBoolToObject(gpu, "built", false);
+        cJSON_AddBoolToObject(gpu, "built", hw.cuda_built);
+        cJSON *devs = cJSON_AddArrayToObject(gpu, "devices");
+        for (int i = 0; i < n_gpu; i++) {
+            char name[256];
+            size_t mem = 0;
+            if (mtplx_cuda_device_name(i, name, sizeof name, &mem) != MTPLX_OK) continue;
+            cJSON *d = cJSON_CreateObject();
+            cJSON_AddStringToObject(d, "name", name);
+            cJSON_AddNumberToObject(d, "memory_bytes", (double)mem);
+            cJSON_AddItemToArray(devs, d);
+        }
         cJSON_AddStringToObject(o, "hardware_key", hw.key);
         cJSON_AddStringToObject(o, "tuning_store", tune_store_path());
         char *t = cJSON_Print(o);
@@ -135,7 +147,13 @@ int cmd_doctor(int argc, char **argv) {
         printf("bandwidth  %.1f GB/s on 1 thread, %.1f GB/s on %d threads (%s)\n", bw1, bwn,
                bw_threads, bw_from);
     else printf("bandwidth  %s\n", bw_from);
-    printf("CUDA       not built\n");
+    if (!hw.cuda_built) printf("CUDA       not built\n");
+    else if (n_gpu == 0) printf("CUDA       built; no GPU found\n");
+    for (int i = 0; i < n_gpu; i++) {
+        char name[256];
+        if (mtplx_cuda_device_name(i, name, sizeof name, NULL) == MTPLX_OK)
+            printf("%s %d: %s\n", i ? "          " : "CUDA GPU", i, name);
+    }
     printf("store      %s\n", tune_store_path());
     printf("hw key     %s\n", hw.key);
     return EXIT_OK;

@@ -118,6 +118,9 @@ void mtplx_hwinfo_detect(mtplx_hwinfo *h) {
     memset(h, 0, sizeof *h);
     h->cpu = *mtplx_cpu_features();
     h->n_threads = h->cpu.n_cores;
+#ifdef MTPLX_HAVE_CUDA
+    h->cuda_built = true;
+#endif
     detect_cpu_model(h);
     detect_topology(h);
     detect_caches(h);

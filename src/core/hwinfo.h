@@ -2,7 +2,8 @@
  * hardware key and the mode presets: CPU model, cores, SIMD features (from
  * cpu.c), cache sizes and NUMA nodes (sysfs), memory (/proc/meminfo), and a
  * quick memory-bandwidth probe. Linux only; fields that cannot be read stay 0
- * or "". No GPU detection: there is no CUDA backend in this build. */
+ * or "". GPUs are the CUDA backend's to list (cuda/cuda_backend.h); this only
+ * says whether the library was built with it. */
 #ifndef MTPLX_HWINFO_H
 #define MTPLX_HWINFO_H
 
@@ -17,6 +18,7 @@ typedef struct mtplx_hwinfo {
     int64_t l1d, l1i, l2, l3; /* bytes per instance, as sysfs reports cpu0's */
     uint64_t mem_total, mem_available; /* bytes */
     mtplx_cpu cpu;        /* the features the kernels dispatch on */
+    bool cuda_built;      /* the library has the CUDA backend (MTPLX_CUDA=ON) */
     char simd[160];       /* "avx2 fma f16c ..." (space separated, fixed order) */
     /* "<cpu model>|<threads>t|<simd joined by '+'>": the tuning store's
      * hardware key. Same machine, same key; a different CPU, thread count or
