@@ -14,6 +14,11 @@ int mtplx_cuda_device_count(void);
  * NULL) gets the device's memory. */
 mtplx_status mtplx_cuda_device_name(int device, char *buf, size_t cap, size_t *mem_bytes);
 
+/* The GPU kernels' dequantisation of one row (k % 8 == 0, 16-byte aligned),
+ * compiled for and run on the HOST, so tests check the device code's block
+ * layouts without a GPU. 0; -1 for an unsupported type; -2 without CUDA. */
+int mtplx_cuda_deq_row_host(int type, const void *row, int64_t k, float *out);
+
 /* The following take a backend made by mtplx_backend_cuda_new. */
 /* Free every uploaded weight / vector and forget the host addresses they came
  * from (for callers that reuse host memory for different weights: tests). */

@@ -18,25 +18,45 @@ extern "C" {
 
 #include <cuda_fp16.h>
 #include <math.h>
+#include <string.h>
 
 namespace {
 
-__device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-__device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
-__device__ __forceinline__ uint16_t ld16(const uint8_t *p) { return *(const uint16_t *)p; }
+/* The dequantisers are __host__ __device__ so that a host build of them can
+ * be checked against the CPU's reference without a GPU (mtplx_cuda_deq_row_host). */
+#define HD __host__ __device__ __forceinline__
+HD float u2f(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+#endif
+}
+template <typename V> HD V ldg(const V *p) {
+#ifdef __CUDA_ARCH__
+    return __ldg(p);
+#else
+    return *p;
+#endif
+}
+HD float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+HD float bf2f(uint16_t h) { return u2f((uint32_t)h << 16); }
+HD uint16_t ld16(const uint8_t *p) { return *(const uint16_t *)p; }
 
 /* Dequantise elements [8g, 8g+8) of one weight row. Groups of 8 never cross
  * a quant block, and their bytes are contiguous in every GGML layout. */
-template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_t g, float w[8]);
+template <int T> HD void deq8(const uint8_t *row, int64_t g, float w[8]);
 
-template <> __device__ __forceinline__ void deq8<MTPLX_TYPE_F32>(const uint8_t *row, int64_t g, float w[8]) {
+template <> HD void deq8<MTPLX_TYPE_F32>(const uint8_t *row, int64_t g, float w[8]) {
     const float4 *p = (const float4 *)(row + g * 32);
-    float4 a = __ldg(p), b = __ldg(p + 1);
+    float4 a = ldg(p), b = ldg(p + 1);
     w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
 }
 
-template <> __device__ __forceinline__ void deq8<MTPLX_TYPE_F16>(const uint8_t *row, int64_t g, float w[8]) {
-    uint4 u = __ldg((const uint4 *)(row + g * 16));
+template <> HD void deq8<MTPLX_TYPE_F16>(const uint8_t *row, int64_t g, float w[8]) {
+    uint4 u = ldg((const uint4 *)(row + g * 16));
     const uint32_t v[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -45,18 +65,18 @@ template <> __device__ __forceinline__ void deq8<MTPLX_TYPE_F16>(const uint8_t *
     }
 }
 
-template <> __device__ __forceinline__ void deq8<MTPLX_TYPE_BF16>(const uint8_t *row, int64_t g, float w[8]) {
-    uint4 u = __ldg((const uint4 *)(row + g * 16));
+template <> HD void deq8<MTPLX_TYPE_BF16>(const uint8_t *row, int64_t g, float w[8]) {
+    uint4 u = ldg((const uint4 *)(row + g * 16));
     const uint32_t v[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        w[2 * i] = __uint_as_float(v[i] << 16);
-        w[2 * i + 1] = __uint_as_float(v[i] & 0xFFFF0000u);
+        w[2 * i] = u2f(v[i] << 16);
+        w[2 * i + 1] = u2f(v[i] & 0xFFFF0000u);
     }
 }
 
 /* block_q8_0: d (f16) + 32 int8; 34-byte blocks are only 2-byte aligned. */
-template <> __device__ __forceinline__ void deq8<MTPLX_TYPE_Q8_0>(const uint8_t *row, int64_t g, float w[8]) {
+template <> HD void deq8<MTPLX_TYPE_Q8_0>(const uint8_t *row, int64_t g, float w[8]) {
     const uint8_t *b = row + (g >> 2) * sizeof(block_q8_0);
     float d = h2f(ld16(b));
     const uint8_t *q = b + 2 + (g & 3) * 8;
@@ -70,7 +90,7 @@ template <> __device__ __forceinline__ void deq8<MTPLX_TYPE_Q8_0>(const uint8_t 
 
 /* block_q4_0: d + 16 bytes; element j < 16 is the low nibble of qs[j],
  * element j + 16 the high nibble; value d * (q - 8). */
-template <> __device__ __forceinline__ void deq8<MTPLX_TYPE_Q4_0>(const uint8_t *row, int64_t g, float w[8]) {
+template <> HD void deq8<MTPLX_TYPE_Q4_0>(const uint8_t *row, int64_t g, float w[8]) {
     const uint8_t *b = row + (g >> 2) * sizeof(block_q4_0);
     float d = h2f(ld16(b));
     int sub = (int)(g & 3), sh = sub >= 2 ? 4 : 0;
@@ -83,7 +103,7 @@ template <> __device__ __forceinline__ void deq8<MTPLX_TYPE_Q4_0>(const uint8_t 
     }
 }
 
-__device__ __forceinline__ void q4k_scale_min(int j, const uint8_t *q, int *sc, int *mn) {
+HD void q4k_scale_min(int j, const uint8_t *q, int *sc, int *mn) {
     if (j < 4) {
         *sc = q[j] & 63;
         *mn = q[j + 4] & 63;
@@ -96,7 +116,7 @@ __device__ __forceinline__ void q4k_scale_min(int j, const uint8_t *q, int *sc, 
 /* block_q4_K (144 bytes): 4 chunks of 64; chunk c's qs[32c..32c+32) hold
  * elements 0..31 in low nibbles (sub-block 2c) and 32..63 in high nibbles
  * (sub-block 2c+1); value d * sc * q - dmin * m. */
-template <> __device__ __forceinline__ void deq8<MTPLX_TYPE_Q4_K>(const uint8_t *row, int64_t g, float w[8]) {
+template <> HD void deq8<MTPLX_TYPE_Q4_K>(const uint8_t *row, int64_t g, float w[8]) {
     const uint8_t *b = row + (g >> 5) * sizeof(block_q4_K);
     int e0 = (int)(g & 31) * 8, c = e0 >> 6, r = e0 & 63, hi = r >= 32;
     int sc, mn;
@@ -114,7 +134,7 @@ template <> __device__ __forceinline__ void deq8<MTPLX_TYPE_Q4_K>(const uint8_t 
 /* block_q6_K (210 bytes): two halves of 128; in half h, element l + 32 grp
  * (grp 0..3) takes 4 bits of ql[64h + l + 32 (grp & 1)] (high nibble when
  * grp >= 2) and 2 bits of qh[32h + l] at 2 grp; scale sc[8h + l/16 + 2 grp]. */
-template <> __device__ __forceinline__ void deq8<MTPLX_TYPE_Q6_K>(const uint8_t *row, int64_t g, float w[8]) {
+template <> HD void deq8<MTPLX_TYPE_Q6_K>(const uint8_t *row, int64_t g, float w[8]) {
     const uint8_t *b = row + (g >> 5) * sizeof(block_q6_K);
     int e0 = (int)(g & 31) * 8, h = e0 >> 7, e = e0 & 127, grp = e >> 5, l0 = e & 31;
     const uint8_t *ql = b + 64 * h + l0 + 32 * (grp & 1);
@@ -382,6 +402,25 @@ unsigned blocks_for(int64_t n, int per) { return (unsigned)((n + per - 1) / per)
 } // namespace
 
 extern "C" {
+
+int mtplx_cuda_deq_row_host(int type, const void *row, int64_t k, float *out) {
+    const uint8_t *r = (const uint8_t *)row;
+    float w[8];
+    for (int64_t g = 0; g < k / 8; g++) {
+        switch (type) {
+        case MTPLX_TYPE_F32: deq8<MTPLX_TYPE_F32>(r, g, w); break;
+        case MTPLX_TYPE_F16: deq8<MTPLX_TYPE_F16>(r, g, w); break;
+        case MTPLX_TYPE_BF16: deq8<MTPLX_TYPE_BF16>(r, g, w); break;
+        case MTPLX_TYPE_Q8_0: deq8<MTPLX_TYPE_Q8_0>(r, g, w); break;
+        case MTPLX_TYPE_Q4_0: deq8<MTPLX_TYPE_Q4_0>(r, g, w); break;
+        case MTPLX_TYPE_Q4_K: deq8<MTPLX_TYPE_Q4_K>(r, g, w); break;
+        case MTPLX_TYPE_Q6_K: deq8<MTPLX_TYPE_Q6_K>(r, g, w); break;
+        default: return -1;
+        }
+        memcpy(out + g * 8, w, sizeof w);
+    }
+    return 0;
+}
 
 cudaError_t mtplx_cuda_matmul(cudaStream_t s, int type, const void *W, size_t rb, int64_t m,
                               int64_t k, const float *x, int64_t n, float *y, const float *bias) {

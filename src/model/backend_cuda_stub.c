@@ -20,6 +20,11 @@ mtplx_status mtplx_cuda_device_name(int device, char *buf, size_t cap, size_t *m
     return mtplx_fail(MTPLX_ERR_UNSUPPORTED, "cuda: device %d: this build has no CUDA backend", device);
 }
 
+int mtplx_cuda_deq_row_host(int type, const void *row, int64_t k, float *out) {
+    (void)type, (void)row, (void)k, (void)out;
+    return -2;
+}
+
 void mtplx_cuda_forget_params(mtplx_backend *be) { (void)be; }
 size_t mtplx_cuda_param_bytes(const mtplx_backend *be) { (void)be; return 0; }
 void mtplx_cuda_synchronize(mtplx_backend *be) { (void)be; }
