@@ -10,7 +10,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 
-#define SPIN_ITERS 200000
+#define SPIN_ITERS 100000
 
 struct mtplx_threadpool {
     int n;
@@ -44,7 +44,10 @@ static void *worker(void *p) {
         while ((g = atomic_load_explicit(&tp->gen, memory_order_acquire)) == seen &&
                !atomic_load(&tp->stop)) {
             if (++spins < SPIN_ITERS) {
-                cpu_relax();
+                /* yield now and then: on an oversubscribed machine the thread
+                 * we wait for may need this core */
+                if (spins % 1024 == 0) sched_yield();
+                else cpu_relax();
                 continue;
             }
             pthread_mutex_lock(&tp->mu);
@@ -125,5 +128,8 @@ void mtplx_threadpool_run(mtplx_threadpool *tp, mtplx_task_fn fn, void *arg) {
         pthread_mutex_unlock(&tp->mu);
     }
     fn(arg, 0, tp->n);
-    while (atomic_load_explicit(&tp->pending, memory_order_acquire) > 0) cpu_relax();
+    for (unsigned spins = 1; atomic_load_explicit(&tp->pending, memory_order_acquire) > 0; spins++) {
+        if (spins % 256 == 0) sched_yield(); /* a worker may be waiting for a core */
+        else cpu_relax();
+    }
 }
