@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "formats/formats.h"
 #include "kernels/kernels.h"
+#include "model/model.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>
@@ -118,6 +119,36 @@ static void summarize(const mtplx_gguf *g, const char *format, summary *s) {
     s->chat_template = mtplx_gguf_get_str(g, "tokenizer.chat_template") != NULL;
 }
 
+/* The head's layout as the file states it (forge writes mtplx.nextn.layout). */
+static const char *head_layout(const mtplx_gguf *g) {
+    const char *l = mtplx_gguf_get_str(g, "mtplx.nextn.layout");
+    if (l) return l;
+    return mtplx_gguf_get_bool(g, "mtplx.nextn.hidden_first", false) ? "mimo" : "nextn (unstated)";
+}
+
+/* Whether this runtime can draft with the heads: a supported trunk and every
+ * tensor the head code reads (model.c load_mtp), else why not in *why. */
+static bool head_usable(const mtplx_gguf *g, const summary *s, const char **why) {
+    static const char *need[] = {"nextn.enorm.weight", "nextn.hnorm.weight", "nextn.eh_proj.weight",
+                                 "nextn.shared_head_norm.weight", "attn_q.weight", "attn_k.weight",
+                                 "attn_v.weight", "attn_output.weight", "ffn_gate.weight",
+                                 "ffn_up.weight", "ffn_down.weight", "attn_norm.weight", "ffn_norm.weight"};
+    static char buf[160];
+    if (!mtplx_arch_find(s->arch)) return (*why = "architecture not supported"), false;
+    if (s->n_mtp > MTPLX_MAX_DRAFT) return (*why = "more heads than the runtime drafts with"), false;
+    for (int64_t h = 0; h < s->n_mtp; h++)
+        for (size_t i = 0; i < sizeof need / sizeof *need; i++) {
+            char name[128];
+            snprintf(name, sizeof name, "blk.%lld.%s", (long long)(s->n_trunk_layers + h), need[i]);
+            if (!mtplx_gguf_find_tensor(g, name)) {
+                snprintf(buf, sizeof buf, "tensor %s is missing", name);
+                return (*why = buf), false;
+            }
+        }
+    *why = "";
+    return true;
+}
+
 static const char *type_name(int type) {
     const mtplx_type_traits *ti = mtplx_type_info(type);
     return ti ? ti->name : "?";
@@ -169,6 +200,14 @@ static void print_text(const char *path, const mtplx_gguf *g, const summary *s, 
                mtplx_gguf_get_bool(g, "mtplx.nextn.hidden_first", false) ? ", [hidden, emb] order"
                                                                           : "");
     else printf("MTP heads:     none\n");
+    if (s->n_mtp > 0) {
+        const char *why;
+        bool ok = head_usable(g, s, &why);
+        int64_t dt = mtplx_gguf_get_int(g, "mtplx.nextn.depth_trained", 0);
+        printf("MTP layout:    %s", head_layout(g));
+        if (dt > 0) printf(", trained to depth %lld", (long long)dt);
+        printf("; usable by mtplx: %s%s%s\n", ok ? "yes" : "no", ok ? "" : " - ", why);
+    }
     if (s->n_vocab >= 0) printf("tokenizer:     %s, vocab %lld\n", s->tok_kind, (long long)s->n_vocab);
     else printf("tokenizer:     %s\n", s->tok_kind);
     printf("chat template: %s\n", s->chat_template ? "yes" : "no");
@@ -225,6 +264,13 @@ static int print_json(const char *path, const mtplx_gguf *g, const summary *s, b
     cJSON_AddNumberToObject(o, "n_params_trunk", (double)(s->n_params - s->n_params_mtp));
     cJSON_AddNumberToObject(o, "n_params_mtp", (double)s->n_params_mtp);
     cJSON_AddNumberToObject(o, "mtp_heads", (double)s->n_mtp);
+    if (s->n_mtp > 0) {
+        const char *why;
+        cJSON_AddStringToObject(o, "mtp_layout", head_layout(g));
+        cJSON_AddNumberToObject(o, "mtp_depth_trained",
+                                (double)mtplx_gguf_get_int(g, "mtplx.nextn.depth_trained", 0));
+        cJSON_AddBoolToObject(o, "mtp_usable", head_usable(g, s, &why));
+    }
     cJSON *tk = cJSON_AddObjectToObject(o, "tokenizer");
     cJSON_AddStringToObject(tk, "kind", s->tok_kind);
     if (s->n_vocab >= 0) cJSON_AddNumberToObject(tk, "vocab_size", (double)s->n_vocab);
