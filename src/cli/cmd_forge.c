@@ -152,9 +152,13 @@ static void print_verify(const mtplx_verify_result *r) {
         printf("verdict: FAIL - greedy MTP text differs from greedy AR text\n");
     else if (sp >= 1.05)
         printf("verdict: OK - exact, %.2f tokens per forward, %.2fx faster than AR\n", r->tokens_per_forward, sp);
+    else if (r->tokens_per_forward >= 1.5)
+        printf("verdict: exact, %.2f tokens per forward, but %.2fx wall clock here: verification "
+               "or drafting costs too much on this machine (or it is busy); try `mtplx tune`\n",
+               r->tokens_per_forward, sp);
     else
         printf("verdict: exact but no faster (%.2f tokens per forward, %.2fx): the head is too weak "
-               "at depth %d for this machine\n", r->tokens_per_forward, sp, r->depth);
+               "at depth %d\n", r->tokens_per_forward, sp, r->depth);
 }
 
 static int run_verify(const char *model, const mtplx_verify_params *vp) {
