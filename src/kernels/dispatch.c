@@ -45,6 +45,8 @@ static void install(const kernel_ops *v) {
         if (!f) continue;
         for (int ty = 0; ty < MTPLX_TYPE_COUNT; ty++)
             if (!t.mm[ty]) t.mm[ty] = f->mm[ty];
+        for (int ty = 0; ty < MTPLX_TYPE_COUNT; ty++)
+            if (!t.mm_prep[ty]) t.mm_prep[ty] = f->mm_prep[ty];
 #define FILL(field)                                                                          \
     if (!t.field) t.field = f->field
         FILL(quant_q8_0);
@@ -91,7 +93,7 @@ static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 /* Scratch planes for n tokens of k activations (see kernels_impl.h). */
 typedef struct act_layout {
-    size_t q_off, d_off, s_off, total;
+    size_t q_off, d_off, s_off, b_off, total;
 } act_layout;
 
 static act_layout layout_for(int partner, int64_t k, int64_t n) {
@@ -107,6 +109,9 @@ static act_layout layout_for(int partner, int64_t k, int64_t n) {
     L.total = L.s_off;
     if (partner == MTPLX_TYPE_Q8_K)
         L.total += round_up((size_t)(n * (k / 16)) * sizeof(int16_t), MTPLX_CACHE_LINE);
+    L.b_off = L.total; /* Q8_0: block sums for prepared Q4_0 */
+    if (partner == MTPLX_TYPE_Q8_0)
+        L.total += round_up((size_t)(n * (k / QK8_0)) * sizeof(int16_t), MTPLX_CACHE_LINE);
     return L;
 }
 
@@ -154,10 +159,22 @@ static void mm_worker(void *arg, int ith, int nth) {
     if (r0 < r1) t->fn(t->a, r0, r1);
 }
 
-void mtplx_matmul(mtplx_threadpool *tp, int type, const void *W, int64_t m, int64_t k,
-                  const float *x, int64_t n, float *y, void *scratch) {
+/* Sums of each 32-value block of quantized activations (prepared Q4_0 keeps
+ * nibbles as value + 8 and takes 8 * sum(x) off once per block). */
+static void block_sums(const int8_t *q, int64_t n_blocks, int16_t *out) {
+    for (int64_t b = 0; b < n_blocks; b++) {
+        int s = 0;
+        for (int i = 0; i < QK8_0; i++) s += q[b * QK8_0 + i];
+        out[b] = (int16_t)s;
+    }
+}
+
+static void matmul(mtplx_threadpool *tp, int type, bool prepared, const void *W, int64_t m,
+                   int64_t k, const float *x, int64_t n, float *y, void *scratch) {
     const kernel_ops *ops = mtplx_kernels_ops();
-    MTPLX_ASSERT(type >= 0 && type < MTPLX_TYPE_COUNT && ops->mm[type]);
+    MTPLX_ASSERT(type >= 0 && type < MTPLX_TYPE_COUNT);
+    mm_fn fn = prepared ? ops->mm_prep[type] : ops->mm[type];
+    MTPLX_ASSERT(fn);
     size_t w_stride = mtplx_row_size(type, k);
     MTPLX_ASSERT(w_stride > 0 && n >= 0 && m >= 0);
     if (n == 0 || m == 0) return;
@@ -177,9 +194,24 @@ void mtplx_matmul(mtplx_threadpool *tp, int type, const void *W, int64_t m, int6
         a.xq = qt.q;
         a.xd = qt.d;
         a.xs = qt.s;
+        if (prepared && type == MTPLX_TYPE_Q4_0) {
+            a.xb = (int16_t *)(s + L.b_off);
+            block_sums(a.xq, n * k / QK8_0, (int16_t *)(s + L.b_off));
+        }
     }
-    mm_task t = {&a, ops->mm[type]};
+    mm_task t = {&a, fn};
     mtplx_threadpool_run(tp, mm_worker, &t);
+}
+
+void mtplx_matmul(mtplx_threadpool *tp, int type, const void *W, int64_t m, int64_t k,
+                  const float *x, int64_t n, float *y, void *scratch) {
+    matmul(tp, type, false, W, m, k, x, n, y, scratch);
+}
+
+void mtplx_matmul_prepared(mtplx_threadpool *tp, int type, const void *P, int64_t m, int64_t k,
+                           const float *x, int64_t n, float *y, void *scratch) {
+    MTPLX_ASSERT(mtplx_weight_prepared_size(type, m > 0 ? m : 1, k) > 0);
+    matmul(tp, type, true, P, m, k, x, n, y, scratch);
 }
 
 /* ---- small ops ---- */

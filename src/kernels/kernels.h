@@ -81,6 +81,22 @@ size_t mtplx_matmul_scratch_size(int type, int64_t k, int64_t n);
 void mtplx_matmul(mtplx_threadpool *tp, int type, const void *W, int64_t m, int64_t k,
                   const float *x, int64_t n, float *y, void *scratch);
 
+/* ---- prepared weights: a load-time relayout that the matmul reads faster ----
+ * Q8_0, Q4_0 and Q4_K rows are interleaved 8 at a time (kernels_impl.h says
+ * how), so that the int8 dot work of one activation load is shared by 8 rows
+ * and small-n verification costs about one decode step. Values and results
+ * are those of the plain layout up to the order of float additions; each
+ * token's arithmetic is the same whatever n is (batch invariance).
+ * mtplx_weight_prepared_size: bytes for m x k of type, 0 if the type has no
+ * prepared layout (then use mtplx_matmul on the plain rows).
+ * mtplx_weight_prepare: fill dst (that many bytes, 64-byte aligned, caller
+ * owns it) from the plain rows W. */
+size_t mtplx_weight_prepared_size(int type, int64_t m, int64_t k);
+void mtplx_weight_prepare(int type, const void *W, int64_t m, int64_t k, void *dst);
+/* mtplx_matmul on prepared weights P (same x, y, scratch contract). */
+void mtplx_matmul_prepared(mtplx_threadpool *tp, int type, const void *P, int64_t m, int64_t k,
+                           const float *x, int64_t n, float *y, void *scratch);
+
 /* ---- small ops (threaded over rows where it pays) ---- */
 /* out[i] = x[i] / rms(x) * w  for each of n rows of size d (out may be x). */
 void mtplx_rmsnorm(const float *x, const float *w, float *out, int64_t n, int64_t d, float eps);

@@ -34,6 +34,7 @@ typedef struct mm_args {
     const int8_t *xq;  /* [n][k] quantized activations */
     const float *xd;   /* [n][k / bs] scales */
     const int16_t *xs; /* [n][k / 16] sums (Q8_K) */
+    const int16_t *xb; /* [n][k / 32] block sums (Q8_0; filled for prepared Q4_0 only) */
     float *y;          /* [n][m] */
 } mm_args;
 
@@ -56,6 +57,9 @@ typedef void (*attn_fn)(const attn_args *a, int64_t tok, int head, float *scores
 typedef struct kernel_ops {
     const char *name;
     mm_fn mm[MTPLX_TYPE_COUNT]; /* indexed by weight type */
+    /* the same on prepared weights (W in the tiled layout below); rows [r0, r1)
+     * start at a multiple of PREP_ROWS */
+    mm_fn mm_prep[MTPLX_TYPE_COUNT];
     /* n floats (a multiple of 32 / 256) into planes as described above */
     void (*quant_q8_0)(const float *x, int64_t n, int8_t *q, float *d);
     void (*quant_q8_K)(const float *x, int64_t n, int8_t *q, float *d, int16_t *s);
@@ -74,6 +78,30 @@ extern const kernel_ops mtplx_kernels_avx512_ops;
 
 /* The table in use (filled, no NULL entries). */
 const kernel_ops *mtplx_kernels_ops(void);
+
+/* ---- prepared weights (kernels/repack.c) ----
+ * PREP_ROWS consecutive rows are interleaved block by block, so that one
+ * 32-bit broadcast of 4 activation bytes meets 4 weights of each of 8 rows in
+ * one 256-bit register: the int8 dot of a block ends as one int32 per row,
+ * already in the lane of its row, and a block costs one float conversion and
+ * one FMA for 8 rows instead of one per row. Rows past m are zero.
+ * A group of 8 rows is nb tiles in block order; "byte 4c+e of row i" sits at
+ * qs[c][4i+e]. */
+#define PREP_ROWS 8
+typedef struct { /* Q8_0: 8 rows x 32 values */
+    uint16_t d[PREP_ROWS];        /* fp16 scales */
+    int8_t qs[8][4 * PREP_ROWS];  /* qs[c][4i+e] = row i value 4c+e */
+} tile_q8_0;
+typedef struct { /* Q4_0: 8 rows x 32 values */
+    uint16_t d[PREP_ROWS];
+    uint8_t qs[4][4 * PREP_ROWS]; /* row i GGML byte 4c+e: values 4c+e (low), 16+4c+e (high) */
+} tile_q4_0;
+typedef struct { /* Q4_K: 8 rows x 256 values */
+    uint16_t d[PREP_ROWS], dmin[PREP_ROWS];
+    uint8_t sc[8][PREP_ROWS];        /* sc[j][i]: 6-bit scale of sub-block j of row i */
+    uint8_t mn[4][2 * PREP_ROWS];    /* mn[p][2i+h]: 6-bit min of sub-block 2p+h of row i */
+    uint8_t qs[4][8][4 * PREP_ROWS]; /* row i GGML byte 32j+4c+e at qs[j][c][4i+e] */
+} tile_q4_K;
 
 /* Which activation format a weight type's dot product wants. */
 static inline int mm_partner(int type) {
@@ -105,6 +133,11 @@ static inline void mtplx_q4k_scale_min(int j, const uint8_t *q, uint8_t *sc, uin
         *mn = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
     }
 }
+
+/* Scalar kernels on prepared weights (ref/repack_ref.c). */
+void mtplx_mm_prep_q8_0_ref(const mm_args *a, int64_t r0, int64_t r1);
+void mtplx_mm_prep_q4_0_ref(const mm_args *a, int64_t r0, int64_t r1);
+void mtplx_mm_prep_q4_K_ref(const mm_args *a, int64_t r0, int64_t r1);
 
 /* Reference quantizers of activations into planes (also used by tests). */
 void mtplx_quant_q8_0_ref(const float *x, int64_t n, int8_t *q, float *d);

@@ -18,6 +18,10 @@ typedef struct mtplx_weight {
     int type;
     int64_t m, k;
     const void *data; /* row-major, row stride mtplx_row_size(type, k) */
+    /* The same weights in the CPU kernels' prepared layout
+     * (mtplx_weight_prepare), owned by the model, or NULL. Matmuls read this
+     * when set; row lookups (get_row) read data. */
+    const void *prep;
 } mtplx_weight;
 
 typedef struct mtplx_backend mtplx_backend;

@@ -19,7 +19,10 @@ static void cpu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bi
                        const float *x, int64_t n, float *y) {
     cpu_backend *c = (cpu_backend *)be;
     MTPLX_ASSERT(mtplx_matmul_scratch_size(w->type, w->k, n) <= c->mm_scratch_size);
-    mtplx_matmul(c->tp, w->type, w->data, w->m, w->k, x, n, y, c->mm_scratch);
+    if (w->prep)
+        mtplx_matmul_prepared(c->tp, w->type, w->prep, w->m, w->k, x, n, y, c->mm_scratch);
+    else
+        mtplx_matmul(c->tp, w->type, w->data, w->m, w->k, x, n, y, c->mm_scratch);
     if (bias)
         for (int64_t i = 0; i < n; i++) mtplx_add(y + i * w->m, bias, w->m);
 }

@@ -89,6 +89,22 @@ static mtplx_status vec_f32(mtplx_model *m, const char *name, int64_t n, bool re
     return MTPLX_OK;
 }
 
+/* Relayout a matrix for the CPU matmul (kernels.h, prepared weights) into a
+ * buffer the model owns. The mapped original stays for row lookups; its
+ * pages are read once here and then only for embedding rows, so resident
+ * memory is about one copy. MTPLX_NO_PREPARE=1 keeps the plain layout. */
+static mtplx_status prepare(mtplx_model *m, mtplx_weight *w) {
+    size_t sz = mtplx_weight_prepared_size(w->type, w->m, w->k);
+    const char *off = getenv("MTPLX_NO_PREPARE");
+    if (!sz || (off && *off && *off != '0')) return MTPLX_OK;
+    void *p = mtplx_aligned_alloc(64, sz);
+    if (!p) return mtplx_fail(MTPLX_ERR_NOMEM, "out of memory for a prepared weight (%zu bytes)", sz);
+    mtplx_weight_prepare(w->type, w->data, w->m, w->k, p);
+    MTPLX_TRY(own(m, p));
+    w->prep = p;
+    return MTPLX_OK;
+}
+
 static mtplx_status weight(mtplx_model *m, const char *name, int64_t k, int64_t rows, bool required,
                            mtplx_weight *w) {
     const mtplx_gguf_tensor *t;
@@ -103,7 +119,7 @@ static mtplx_status weight(mtplx_model *m, const char *name, int64_t k, int64_t 
         return mtplx_fail(MTPLX_ERR_FORMAT, "%s: tensor '%s': row length %lld is not a multiple of %s's block size %lld",
                           m->path, name, (long long)k, tt->name, (long long)tt->block_size);
     *w = (mtplx_weight){.type = t->type, .m = rows, .k = k, .data = t->data};
-    return MTPLX_OK;
+    return prepare(m, w);
 }
 
 mtplx_status mtplx_model_weight(mtplx_model *m, const char *name, int64_t k, int64_t rows,

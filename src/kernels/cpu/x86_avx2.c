@@ -18,6 +18,9 @@ AI __m256i dot_u8_s8_avx2(__m256i u, __m256i s) {
 #define MM_Q4_0_NAME mm_q4_0_avx2
 #include "kernels/cpu/x86_q8_0_tmpl.h"
 
+/* ---- prepared (8-row interleaved) Q8_0 / Q4_0 / Q4_K ---- */
+#include "kernels/cpu/x86_prep_tmpl.h"
+
 /* ---- Q4_K x Q8_K ---- */
 /* The 12 packed bytes to 8 scales and 8 mins (GGML's layout: bytes 0-3 low 6
  * bits of scales 0-3, 4-7 of mins 0-3, 8-11 low nibbles of scales/mins 4-7,
@@ -476,6 +479,12 @@ const kernel_ops mtplx_kernels_avx2_ops = {
             [MTPLX_TYPE_Q4_0] = mm_q4_0_avx2,
             [MTPLX_TYPE_Q4_K] = mm_q4_K_avx2,
             [MTPLX_TYPE_Q6_K] = mm_q6_K_avx2,
+        },
+    .mm_prep =
+        {
+            [MTPLX_TYPE_Q8_0] = mm_prep_q8_0_avx2,
+            [MTPLX_TYPE_Q4_0] = mm_prep_q4_0_avx2,
+            [MTPLX_TYPE_Q4_K] = mm_prep_q4_K_avx2,
         },
     .quant_q8_0 = quant_q8_0_avx2,
     .quant_q8_K = quant_q8_K_avx2,

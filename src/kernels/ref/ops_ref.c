@@ -182,6 +182,12 @@ const kernel_ops mtplx_kernels_ref_ops = {
             [MTPLX_TYPE_Q4_K] = mm_ref,
             [MTPLX_TYPE_Q6_K] = mm_ref,
         },
+    .mm_prep =
+        {
+            [MTPLX_TYPE_Q8_0] = mtplx_mm_prep_q8_0_ref,
+            [MTPLX_TYPE_Q4_0] = mtplx_mm_prep_q4_0_ref,
+            [MTPLX_TYPE_Q4_K] = mtplx_mm_prep_q4_K_ref,
+        },
     .quant_q8_0 = mtplx_quant_q8_0_ref,
     .quant_q8_K = mtplx_quant_q8_K_ref,
     .rmsnorm_row = rmsnorm_row_ref,
