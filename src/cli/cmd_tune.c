@@ -17,7 +17,8 @@ static void help(void) {
            "      --suite NAME     prompt suite: all (default), prose, code\n"
            "      --show           list the stored results and exit\n"
            "  -t, --threads N      threads (default: all cores)\n"
-           "  -n, --tokens N       new tokens per run (default 96)\n"
+           "  -n, --tokens N       new tokens per run (default 64)\n"
+           "      --prompts N      use the first N prompts of the suite (default 4)\n"
            "      --reps N         timed repetitions (default 3)\n"
            "      --temp T         sampling temperature (default 0.8, as run; fixed seeds)\n"
            "  -h, --help\n",
@@ -25,19 +26,21 @@ static void help(void) {
 }
 
 int cmd_tune(int argc, char **argv) {
-    enum { O_RETUNE = 256, O_SUITE, O_SHOW, O_QUICK, O_REPS, O_TEMP, O_DEPTH };
+    enum { O_RETUNE = 256, O_SUITE, O_SHOW, O_QUICK, O_REPS, O_TEMP, O_DEPTH, O_PROMPTS };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"retune", no_argument, 0, O_RETUNE},
         {"suite", required_argument, 0, O_SUITE}, {"show", no_argument, 0, O_SHOW},
         {"quick", no_argument, 0, O_QUICK},   {"threads", required_argument, 0, 't'},
         {"tokens", required_argument, 0, 'n'}, {"reps", required_argument, 0, O_REPS},
         {"temp", required_argument, 0, O_TEMP}, {"max-depth", required_argument, 0, O_DEPTH},
+        {"prompts", required_argument, 0, O_PROMPTS},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     const char *model_arg = NULL, *suite = "all";
     bool retune = false, show = false, quick = false;
-    tune_plan plan = {.max_depth = 4, .n_tokens = 96, .reps = 3, .temperature = 0.8f,
+    tune_plan plan = {.max_depth = 4, .n_tokens = 64, .reps = 3, .temperature = 0.8f,
                       .seed = 1234, .warmup = true, .progress = true};
     bool set_tokens = false, set_reps = false;
+    long max_prompts = 4;
     long iv;
     double fv;
     int c;
@@ -71,6 +74,9 @@ int cmd_tune(int argc, char **argv) {
             if (!cli_parse_int("tune", "--max-depth", optarg, 1, MTPLX_MAX_DRAFT, &iv)) return EXIT_USAGE;
             plan.max_depth = (int32_t)iv;
             break;
+        case O_PROMPTS:
+            if (!cli_parse_int("tune", "--prompts", optarg, 1, 64, &max_prompts)) return EXIT_USAGE;
+            break;
         case 'h': help(); return EXIT_OK;
         default: return cli_usage_error("tune", "unknown option");
         }
@@ -80,6 +86,7 @@ int cmd_tune(int argc, char **argv) {
     int n_prompts;
     const tune_prompt *prompts = tune_suite(suite, &n_prompts);
     if (!prompts) return cli_usage_error("tune", "unknown suite '%s' (all, prose, code)", suite);
+    if (n_prompts > max_prompts) n_prompts = (int)max_prompts;
     if (quick) {
         if (!set_tokens) plan.n_tokens = 48;
         if (!set_reps) plan.reps = 1;

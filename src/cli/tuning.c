@@ -339,22 +339,23 @@ bool tune_store_put_bandwidth(const char *hw_key, double g1, double gall, int nt
 
 /* Written for mtplx (not taken from any corpus the default model was
  * trained on): plain narrative and descriptive prose, and code-like text. */
+/* prose and code alternate, so the first n of "all" are a balanced mix */
 static const tune_prompt suite_all[] = {
     {"harbour", "prose",
      "The fishing boats came back to the harbour late in the afternoon, and the men who "
      "had waited on the quay all day began to"},
-    {"letter", "prose",
-     "My dear sister, I write to you from the small inn at the edge of the village, where "
-     "the rain has kept us for three days. The landlord is a kind man, but"},
-    {"winter", "prose",
-     "When the first snow fell that year, the children of the farm ran out into the yard "
-     "before breakfast, and their mother"},
     {"c_loop", "code",
      "/* Return the sum of the first n elements of the array. */\n"
      "int sum(const int *a, int n) {\n    int s = 0;\n    for (int i = 0; i < n; i++)"},
+    {"letter", "prose",
+     "My dear sister, I write to you from the small inn at the edge of the village, where "
+     "the rain has kept us for three days. The landlord is a kind man, but"},
     {"py_func", "code",
      "def count_words(text):\n    \"\"\"Count how often each word occurs in text.\"\"\"\n"
      "    counts = {}\n    for word in text.split():\n"},
+    {"winter", "prose",
+     "When the first snow fell that year, the children of the farm ran out into the yard "
+     "before breakfast, and their mother"},
     {"config", "code",
      "[server]\nhost = \"127.0.0.1\"\nport = 8000\nthreads = 4\n\n[logging]\nlevel = "},
 };
