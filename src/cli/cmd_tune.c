@@ -20,20 +20,22 @@ static void help(void) {
            "  -n, --tokens N       new tokens per run (default 64)\n"
            "      --prompts N      use the first N prompts of the suite (default 4)\n"
            "      --reps N         timed repetitions (default 3)\n"
+           "      --margin F       a depth must beat AR by more than this fraction to be\n"
+           "                       stored (default 0.03; negative: store the best depth)\n"
            "      --temp T         sampling temperature (default 0.8, as run; fixed seeds)\n"
            "  -h, --help\n",
            tune_store_path());
 }
 
 int cmd_tune(int argc, char **argv) {
-    enum { O_RETUNE = 256, O_SUITE, O_SHOW, O_QUICK, O_REPS, O_TEMP, O_DEPTH, O_PROMPTS };
+    enum { O_RETUNE = 256, O_SUITE, O_SHOW, O_QUICK, O_REPS, O_TEMP, O_DEPTH, O_PROMPTS, O_MARGIN };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"retune", no_argument, 0, O_RETUNE},
         {"suite", required_argument, 0, O_SUITE}, {"show", no_argument, 0, O_SHOW},
         {"quick", no_argument, 0, O_QUICK},   {"threads", required_argument, 0, 't'},
         {"tokens", required_argument, 0, 'n'}, {"reps", required_argument, 0, O_REPS},
         {"temp", required_argument, 0, O_TEMP}, {"max-depth", required_argument, 0, O_DEPTH},
-        {"prompts", required_argument, 0, O_PROMPTS},
+        {"prompts", required_argument, 0, O_PROMPTS}, {"margin", required_argument, 0, O_MARGIN},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     const char *model_arg = NULL, *suite = "all";
     bool retune = false, show = false, quick = false;
@@ -41,6 +43,7 @@ int cmd_tune(int argc, char **argv) {
                       .seed = 1234, .warmup = true, .progress = true};
     bool set_tokens = false, set_reps = false;
     long max_prompts = 4;
+    double margin = 0.03;
     long iv;
     double fv;
     int c;
@@ -73,6 +76,9 @@ int cmd_tune(int argc, char **argv) {
         case O_DEPTH:
             if (!cli_parse_int("tune", "--max-depth", optarg, 1, MTPLX_MAX_DRAFT, &iv)) return EXIT_USAGE;
             plan.max_depth = (int32_t)iv;
+            break;
+        case O_MARGIN:
+            if (!cli_parse_float("tune", "--margin", optarg, -0.99, 10, &margin)) return EXIT_USAGE;
             break;
         case O_PROMPTS:
             if (!cli_parse_int("tune", "--prompts", optarg, 1, 64, &max_prompts)) return EXIT_USAGE;
@@ -157,7 +163,7 @@ int cmd_tune(int argc, char **argv) {
             printf("%s%.2f", q ? "/" : " ", x->drafted[q] ? (double)x->accepted[q] / x->drafted[q] : 0.0);
         printf("\n");
     }
-    int32_t win = tune_decide(med, plan.max_depth, 0.03, 0.01);
+    int32_t win = tune_decide(med, plan.max_depth, margin, 0.01);
     if (win == 0) {
         int32_t best = 1;
         for (int32_t d = 2; d <= plan.max_depth; d++)
