@@ -174,7 +174,17 @@ int32_t cli_mode_depth_at(const cli_mode_plan *p, int32_t n_positions);
  * kv f16 | ctx C [| adaptive] [| budget X GiB]" to log. */
 void cli_mode_print(const cli_mode_plan *p, FILE *log);
 
-/* All of the above for a loaded model: looks up the tuning store, resolves,
+/* How a generating command uses it (run does; start / serve the same way):
+ * parse flags into gp / cp as before (leaving unset knobs at their defaults),
+ * add --mode M (and -b/--batch, --no-adaptive if wanted), load the model,
+ * then before mtplx_ctx_new:
+ *     cli_mode_plan plan;
+ *     if (cli_apply_mode(model, path, mode, n_expected, &gp, &cp, stderr, &plan)) -> usage
+ * with n_expected = prompt + max new tokens, or 0 when unknown (chat, server:
+ * auto then picks turbo, or sustained when --ctx > 8192). In sustained mode,
+ * per turn / request: gp.draft_depth = cli_mode_depth_at(&plan, n_past + n_new).
+ *
+ * All of the above for a loaded model: looks up the tuning store, resolves,
  * fills gp / cp, prints to log (NULL = quiet). mode: NULL or a name.
  * n_expected: prompt + new tokens, 0 when unknown. plan_out may be NULL.
  * Returns EXIT_OK, or EXIT_USAGE (message printed) for an unknown mode. */
