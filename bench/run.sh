@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# bench/run.sh: mtplx vs llama.cpp on the very same random-weight GGUF files.
+# Writes bench/models/*.gguf (once), measures memory bandwidth, then for
+# ROUNDS rounds runs bench_models and llama-bench per type and thread count,
+# and prints a table of medians over rounds (bench/out/, gitignored).
+# Not part of CI.  Env: SIZES="0.6b 1.7b" TYPES="f32 bf16 q8_0 q4_0 q4_k"
+# THREADS="1 2" ROUNDS=3 PREFILL=512 BUILD=build-perf LLAMA=0 (skip llama.cpp)
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+SIZES="${SIZES:-0.6b}"
+TYPES="${TYPES:-f32 bf16 q8_0 q4_0 q4_k}"
+THREADS="${THREADS:-1 2}"
+ROUNDS="${ROUNDS:-3}"
+PREFILL="${PREFILL:-512}"
+BUILD="${BUILD:-build-perf}"
+OUT="bench/out/$(date +%Y%m%d-%H%M%S)"
+mkdir -p bench/models "$OUT"
+if [ ! -x "$BUILD/bench/bench_models" ]; then
+    cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$BUILD" -j"$(nproc)" --target bench_models >/dev/null
+fi
+BM="$BUILD/bench/bench_models"
+LB=""
+if [ "${LLAMA:-1}" != 0 ]; then LB="$(bench/llama_cpp.sh)"; fi
+VOCAB=.cache/llama.cpp/src/models/ggml-vocab-qwen2.gguf
+[ -f "$VOCAB" ] || bench/llama_cpp.sh >/dev/null
+for s in $SIZES; do
+    "$BM" gen --vocab "$VOCAB" --out bench/models --size "$s" --types "$(echo $TYPES | tr ' ' ,)"
+done
+echo "== memory bandwidth" >&2
+"$BM" bw --gib 2 | tee "$OUT/bw.json"
+for r in $(seq 1 "$ROUNDS"); do
+    for s in $SIZES; do for ty in $TYPES; do for t in $THREADS; do
+        f="bench/models/qwen3-$s-$ty.gguf"
+        echo "== round $r $s $ty t=$t" >&2
+        "$BM" run "$f" --threads "$t" --reps 7 --prefill "$PREFILL" --prefill-reps 1 \
+            | sed "s/^{/{\"round\": $r, \"size\": \"$s\", /" >> "$OUT/mtplx.jsonl"
+        if [ -n "$LB" ]; then
+            "$LB" -m "$f" -t "$t" -p "1,2,4,8,$PREFILL" -n 32 -r 3 -o jsonl 2>/dev/null \
+                | sed "s/^{/{\"round\": $r, \"size\": \"$s\", \"qtype\": \"$ty\", /" >> "$OUT/llama.jsonl" || true
+        fi
+    done; done; done
+done
+python3 bench/summary.py "$OUT" | tee "$OUT/table.md"
