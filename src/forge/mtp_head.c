@@ -335,6 +335,7 @@ void head_forward(const head_layout *L, const float *w, const head_frozen *fz, h
         }
         double sum = 0;
         for (int64_t c = 0; c < V; c++) sum += exp((double)(lg[c] - mx));
+        MTPLX_ASSERT(sum >= 1.0); /* the max term alone contributes exp(0) = 1 */
         double lse = mx + log(sum), kl = 0;
         for (int64_t c = 0; c < V; c++) {
             double lq = lg[c] - lse;
