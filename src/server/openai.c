@@ -3,8 +3,7 @@
  * bad one is named in a 400 ("messages[1].content: expected ..."). Prompts
  * are rendered with the chat template (--chat-template FILE, else the
  * model's, else the ChatML fallback below) and tokenized under the server's
- * tokenizer mutex. Not here: n > 1, top_logprobs alternatives (the library's
- * token events carry only the chosen token's logprob), images / audio. */
+ * tokenizer mutex. Not here: n > 1, images / audio. */
 #include "server/srv.h"
 
 #include <cjson/cJSON.h>
@@ -600,6 +599,8 @@ void srv_chat(srv *s, const char *body, size_t n, srv_reply *rep, srv_gone_fn go
     bool has_bos = bp && *bp && !strncmp(prompt, bp, strlen(bp));
     if (!tokenize(s, prompt, !has_bos, r, rep) || !check_length(s, r, "messages", rep)) goto done;
     r->gp.max_tokens = (int32_t)max_tokens;
+    r->top_logprobs = logprobs ? (int)top_lp : 0;
+    r->tok = mtplx_model_tokenizer(s->model);
     char id[64];
     make_id(id, sizeof id, "chatcmpl-");
     if (stream) {
@@ -738,6 +739,8 @@ void srv_completions(srv *s, const char *body, size_t n, srv_reply *rep, srv_gon
     }
     if (!check_length(s, r, "prompt", rep)) goto done;
     r->gp.max_tokens = max_tokens > 0 ? (int32_t)max_tokens : 1;
+    r->top_logprobs = logprobs > 0 ? (int)logprobs : 0;
+    r->tok = mtplx_model_tokenizer(s->model);
     char id[64];
     make_id(id, sizeof id, "cmpl-");
     if (stream) {

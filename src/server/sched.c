@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 typedef struct slot {
@@ -57,6 +58,10 @@ void srv_req_unref(srv_req *r) {
     free(r->stops);
     jmask_free(r->mask);
     sb_free(&r->out);
+    for (int i = 0; i < r->n_toks; i++) {
+        for (int k = 0; k < r->toks[i].n_top; k++) free(r->toks[i].top[k].text);
+        free(r->toks[i].top);
+    }
     free(r->toks);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
@@ -149,6 +154,45 @@ static void finish_req(srv_req *r, int fin, const char *err) {
     pthread_mutex_unlock(&r->mu);
 }
 
+/* The n most likely tokens of a logits row with their log-probabilities
+ * (one pass for the log-sum-exp, one keeping a small sorted list). */
+static srv_alt *top_alternatives(const srv_req *r, const float *lg, int32_t V, int n, uint8_t *n_out) {
+    *n_out = 0;
+    if (n > 20) n = 20;
+    int32_t ids[20];
+    float best[20];
+    int have = 0;
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < V; i++)
+        if (lg[i] > mx) mx = lg[i];
+    double sum = 0;
+    for (int32_t i = 0; i < V; i++) sum += exp((double)lg[i] - mx);
+    if (!(sum > 0)) return NULL;
+    double lse = mx + log(sum);
+    for (int32_t i = 0; i < V; i++) {
+        float v = lg[i];
+        if (have == n && !(v > best[have - 1])) continue;
+        int j = have < n ? have++ : n - 1;
+        while (j > 0 && best[j - 1] < v) {
+            best[j] = best[j - 1];
+            ids[j] = ids[j - 1];
+            j--;
+        }
+        best[j] = v;
+        ids[j] = i;
+    }
+    srv_alt *a = calloc((size_t)have, sizeof *a);
+    if (!a) return NULL;
+    for (int k = 0; k < have; k++) {
+        a[k].logprob = (float)((double)best[k] - lse);
+        size_t len;
+        if (mtplx_detokenize(r->tok, &ids[k], 1, false, &a[k].text, &len) != MTPLX_OK)
+            a[k].text = strdup("");
+    }
+    *n_out = (uint8_t)have;
+    return a;
+}
+
 /* Token callback of a slot's generation (scheduler thread). */
 static int on_token(const mtplx_token_event *ev, void *user) {
     srv_req *r = user;
@@ -164,11 +208,13 @@ static int on_token(const mtplx_token_event *ev, void *user) {
                 r->cap_toks = cap;
             }
         }
-        if (r->n_toks < r->cap_toks)
-            r->toks[r->n_toks++] = (srv_tok){.id = ev->id, .source = (int8_t)ev->source,
-                                             .draft_pos = (int8_t)ev->draft_pos,
-                                             .logprob = ev->logprob, .text_off = off,
-                                             .text_len = ev->text_len};
+        if (r->n_toks < r->cap_toks) {
+            srv_tok t = {.id = ev->id, .source = (int8_t)ev->source, .draft_pos = (int8_t)ev->draft_pos,
+                         .logprob = ev->logprob, .text_off = off, .text_len = ev->text_len};
+            if (r->top_logprobs > 0 && ev->logits && r->tok)
+                t.top = top_alternatives(r, ev->logits, ev->n_vocab, r->top_logprobs, &t.n_top);
+            r->toks[r->n_toks++] = t;
+        }
         if (!r->t_first) r->t_first = srv_now_ms();
     } else if (r->n_toks) {
         /* flushed text belongs to the last token */

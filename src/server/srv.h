@@ -78,11 +78,19 @@ void tool_call_free(tool_call *c);
 bool tool_call_parse(const char *json, size_t n, tool_call *out, uint64_t *seed);
 
 /* ---------------- requests and scheduler (sched.c) ---------------- */
+/* One of the most likely tokens at a position (top_logprobs). */
+typedef struct srv_alt {
+    float logprob;
+    char *text; /* the token decoded on its own (owned) */
+} srv_alt;
+
 typedef struct srv_tok {
     int32_t id;
     int8_t source, draft_pos;
+    uint8_t n_top;
     float logprob;
     size_t text_off, text_len; /* in req->out */
+    srv_alt *top;              /* [n_top], most likely first (owned) */
 } srv_tok;
 
 enum { FIN_NONE = 0, FIN_STOP, FIN_LENGTH, FIN_CANCELLED, FIN_ERROR };
@@ -99,6 +107,8 @@ typedef struct srv_req {
     int n_stops;
     size_t max_stop;
     jmask *mask;
+    int top_logprobs;               /* alternatives to report per token (0..20) */
+    const mtplx_tokenizer *tok;     /* to decode them */
     const char *endpoint; /* for metrics */
     double t_submit;
     /* output: guarded by mu */

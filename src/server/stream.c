@@ -179,7 +179,16 @@ static cJSON *chat_logprobs(const tok_view *v, int n) {
         cJSON *b = cJSON_AddArrayToObject(e, "bytes");
         for (const unsigned char *p = (const unsigned char *)v[i].text; *p; p++)
             cJSON_AddItemToArray(b, cJSON_CreateNumber(*p));
-        cJSON_AddArrayToObject(e, "top_logprobs");
+        cJSON *top = cJSON_AddArrayToObject(e, "top_logprobs");
+        for (int k = 0; k < v[i].t.n_top; k++) {
+            cJSON *a = cJSON_CreateObject();
+            cJSON_AddStringToObject(a, "token", v[i].t.top[k].text);
+            cJSON_AddNumberToObject(a, "logprob", isfinite(v[i].t.top[k].logprob) ? v[i].t.top[k].logprob : -9999.0);
+            cJSON *ab = cJSON_AddArrayToObject(a, "bytes");
+            for (const unsigned char *q = (const unsigned char *)v[i].t.top[k].text; *q; q++)
+                cJSON_AddItemToArray(ab, cJSON_CreateNumber(*q));
+            cJSON_AddItemToArray(top, a);
+        }
         cJSON_AddItemToArray(c, e);
     }
     return lp;
@@ -210,8 +219,19 @@ static cJSON *completion_logprobs(const tok_view *v, int n, size_t base_off) {
     cJSON *o = cJSON_CreateObject();
     cJSON *tk = cJSON_AddArrayToObject(o, "tokens"), *lp = cJSON_AddArrayToObject(o, "token_logprobs");
     cJSON *off = cJSON_AddArrayToObject(o, "text_offset");
-    cJSON_AddNullToObject(o, "top_logprobs");
+    bool any_top = false;
+    for (int i = 0; i < n; i++) any_top |= v[i].t.n_top > 0;
+    cJSON *top = any_top ? cJSON_AddArrayToObject(o, "top_logprobs") : NULL;
+    if (!any_top) cJSON_AddNullToObject(o, "top_logprobs");
     for (int i = 0; i < n; i++) {
+        if (top) {
+            /* legacy completions shape: one {token: logprob} object per position */
+            cJSON *m = cJSON_CreateObject();
+            for (int k = 0; k < v[i].t.n_top; k++)
+                if (!cJSON_GetObjectItemCaseSensitive(m, v[i].t.top[k].text))
+                    cJSON_AddNumberToObject(m, v[i].t.top[k].text, v[i].t.top[k].logprob);
+            cJSON_AddItemToArray(top, m);
+        }
         cJSON_AddItemToArray(tk, cJSON_CreateString(v[i].text));
         cJSON_AddItemToArray(lp, cJSON_CreateNumber(isfinite(v[i].t.logprob) ? v[i].t.logprob : -9999.0));
         cJSON_AddItemToArray(off, cJSON_CreateNumber((double)(base_off + v[i].t.text_off)));

@@ -142,3 +142,23 @@ test('errors are APIErrors with the right status', async () => {
   const bad = new OpenAI({ baseURL: baseURL + '/v1', apiKey: 'wrong', maxRetries: 0 });
   await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
 });
+
+test('logprobs: top_logprobs alternatives, greedy picks the most likely', async () => {
+  const r = await client.chat.completions.create({
+    model: 'default', messages: [{ role: 'user', content: 'The sea was' }],
+    temperature: 0, max_tokens: 8, logprobs: true, top_logprobs: 3 });
+  const content = r.choices[0].logprobs.content;
+  assert.ok(content.length > 0);
+  for (const e of content) {
+    assert.equal(e.top_logprobs.length, 3);
+    for (let k = 1; k < 3; k++) assert.ok(e.top_logprobs[k - 1].logprob >= e.top_logprobs[k].logprob);
+    assert.ok(e.top_logprobs[0].logprob <= 0);
+    // greedy: the chosen token is the most likely one
+    assert.ok(Math.abs(e.logprob - e.top_logprobs[0].logprob) < 1e-4);
+  }
+  const c = await client.completions.create({ model: 'default', prompt: 'The sea was', max_tokens: 4,
+                                              temperature: 0, logprobs: 2 });
+  const lp = c.choices[0].logprobs;
+  assert.equal(lp.top_logprobs.length, lp.tokens.length);
+  for (const m of lp.top_logprobs) assert.ok(Object.keys(m).length >= 1 && Object.keys(m).length <= 2);
+});
