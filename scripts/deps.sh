@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libpcre2-dev libutf8proc-dev libcjson-dev
       libmicrohttpd-dev libedit-dev xz-utils)
 if [ "${1:-}" = "--test" ]; then
-  pkgs+=(libcmocka-dev python3 python3-jinja2 clang libclang-rt-14-dev git cppcheck)
+  pkgs+=(libcmocka-dev python3 python3-jinja2 clang libclang-rt-14-dev git cppcheck prometheus)
   # node and npm often come from elsewhere than Debian (the machine image):
   # ask apt for them only when the commands are missing
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)

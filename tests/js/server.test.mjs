@@ -162,3 +162,20 @@ test('logprobs: top_logprobs alternatives, greedy picks the most likely', async 
   assert.equal(lp.top_logprobs.length, lp.tokens.length);
   for (const m of lp.top_logprobs) assert.ok(Object.keys(m).length >= 1 && Object.keys(m).length <= 2);
 });
+
+test('metrics: Prometheus text that promtool accepts, counters move', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const get = async () => (await fetch(baseURL + '/metrics', { headers: { authorization: 'Bearer k3y' } })).text();
+  const count = (txt) => {
+    const m = txt.match(/^mtplx_generated_tokens_total (\d+)/m);
+    return m ? Number(m[1]) : NaN;
+  };
+  const before = count(await get());
+  await client.completions.create({ model: 'default', prompt: 'Once', max_tokens: 5, temperature: 0 });
+  const txt = await get();
+  assert.ok(count(txt) >= before + 1, 'generated tokens counter moved');
+  const probe = spawnSync('promtool', ['--version']);
+  if (probe.error) return; // Debian's prometheus package not installed: format checked above only
+  const r = spawnSync('promtool', ['check', 'metrics'], { input: txt });
+  assert.equal(r.status, 0, String(r.stdout) + String(r.stderr));
+});
