@@ -269,6 +269,13 @@ typedef struct mtplx_gen mtplx_gen;
 mtplx_status mtplx_gen_start(mtplx_ctx *ctx, const int32_t *prompt, int32_t n_prompt,
                              const mtplx_gen_params *params, mtplx_gen **out);
 mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *done);
+/* One step of each of n generations; those decoding on contexts that share
+ * a backend (mtplx_ctx_params.share_backend_of) verify in ONE batched
+ * forward, each with its own exact MTP acceptance. cb gets users[i] for
+ * gens[i] (users may be NULL); done[i] as mtplx_gen_step's. Returns the
+ * first error; the other generations still stepped. */
+mtplx_status mtplx_gen_step_many(mtplx_gen **gens, int32_t n, mtplx_token_cb cb, void **users,
+                                 bool *done);
 /* Statistics so far (owned by g). */
 const mtplx_gen_stats *mtplx_gen_get_stats(const mtplx_gen *g);
 void mtplx_gen_free(mtplx_gen *g);

@@ -391,6 +391,82 @@ static void rejection_sampler_exact(void **state) {
     print_message("rejection sampler: %d transform combinations match the target exactly\n", combos);
 }
 
+/* mtplx_gen_step_many: three generations (two MTP depths and one AR) on
+ * contexts sharing one backend verify in one batched forward, and each
+ * gives exactly what it gives alone, greedy and sampled. */
+static void batched_step_many(void **state) {
+    (void)state;
+    tu_bigram_noise = 2.0f; /* a head that is often right: all paths run */
+    mtplx_model *m = tu_random_model(1, 0.05f);
+    tu_bigram_noise = -1.0f;
+    mtplx_ctx_params cp = mtplx_ctx_default_params();
+    cp.n_ctx = 256;
+    cp.n_threads = 2;
+    mtplx_ctx *c[3] = {NULL, NULL, NULL};
+    assert_int_equal(mtplx_ctx_new(m, &cp, &c[0]), MTPLX_OK);
+    cp.share_backend_of = c[0];
+    assert_int_equal(mtplx_ctx_new(m, &cp, &c[1]), MTPLX_OK);
+    assert_int_equal(mtplx_ctx_new(m, &cp, &c[2]), MTPLX_OK);
+    int32_t prompts[3][6] = {{1, 403, 261, 378, 285, 50}, {1, 77, 88}, {1, 300, 301, 302, 303}};
+    int32_t np[3] = {6, 3, 5}, depth[3] = {3, 2, 0};
+    int64_t accepted = 0;
+    for (int temp = 0; temp < 2; temp++) {
+        static tu_collect alone[3], many[3];
+        mtplx_gen_params gp[3];
+        for (int i = 0; i < 3; i++) {
+            gp[i] = mtplx_gen_default_params();
+            gp[i].sampling.temperature = temp ? 1.0f : 0.0f;
+            gp[i].sampling.top_k = 0;
+            gp[i].sampling.top_p = 1.0f;
+            gp[i].sampling.min_p = 0;
+            gp[i].sampling.seed = 40 + (uint64_t)i;
+            gp[i].max_tokens = 50 + 7 * i;
+            gp[i].ignore_eos = true;
+            gp[i].draft_depth = depth[i];
+            memset(&alone[i], 0, sizeof alone[i]);
+            assert_int_equal(mtplx_generate(c[i], prompts[i], np[i], &gp[i], tu_collect_cb, &alone[i], NULL),
+                             MTPLX_OK);
+        }
+        mtplx_gen *g[3];
+        void *users[3];
+        bool done[3] = {false, false, false};
+        for (int i = 0; i < 3; i++) {
+            memset(&many[i], 0, sizeof many[i]);
+            users[i] = &many[i];
+            assert_int_equal(mtplx_ctx_truncate(c[i], 0), MTPLX_OK);
+            assert_int_equal(mtplx_gen_start(c[i], prompts[i], np[i], &gp[i], &g[i]), MTPLX_OK);
+        }
+        int rounds = 0;
+        while (!(done[0] && done[1] && done[2])) {
+            mtplx_gen *act[3];
+            void *us[3];
+            bool d[3];
+            int na = 0, idx[3];
+            for (int i = 0; i < 3; i++)
+                if (!done[i]) {
+                    act[na] = g[i];
+                    us[na] = users[i];
+                    idx[na++] = i;
+                }
+            assert_int_equal(mtplx_gen_step_many(act, na, tu_collect_cb, us, d), MTPLX_OK);
+            for (int j = 0; j < na; j++) done[idx[j]] = d[j];
+            assert_true(++rounds < 1000);
+        }
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(many[i].n, alone[i].n);
+            for (int t = 0; t < alone[i].n; t++)
+                if (many[i].ids[t] != alone[i].ids[t])
+                    fail_msg("temp %d, generation %d: token %d differs (%d vs %d)", temp, i, t,
+                             many[i].ids[t], alone[i].ids[t]);
+            if (depth[i] > 0) accepted += mtplx_gen_get_stats(g[i])->accepted[0];
+            mtplx_gen_free(g[i]);
+        }
+        assert_true(accepted > 0); /* batched verification accepted drafts */
+    }
+    for (int i = 2; i >= 0; i--) mtplx_ctx_free(c[i]);
+    mtplx_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sampler_transforms),
@@ -399,6 +475,7 @@ int main(void) {
         cmocka_unit_test(distribution_exact),
         cmocka_unit_test(cache_integrity),
         cmocka_unit_test(long_prompt_and_interleaved_steps),
+        cmocka_unit_test(batched_step_many),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

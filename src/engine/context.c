@@ -243,6 +243,26 @@ mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn 
     return MTPLX_OK;
 }
 
+void mtplx_ctx_commit_rows(mtplx_ctx *c, const mtplx_acts *a, int64_t row0, const int32_t *tokens,
+                           int32_t n) {
+    int64_t e = c->model->hp.n_embd, V = c->model->hp.n_vocab;
+    MTPLX_ASSERT(c->n_past + n <= c->n_ctx && n <= c->acts.n_logits);
+    memcpy(c->tokens + c->n_past, tokens, (size_t)n * sizeof(int32_t));
+    if (c->has_mtp)
+        mtplx_be_download(c->be, c->hist[0] + (int64_t)c->n_past * e, a->hidden + row0 * e,
+                          (size_t)n * (size_t)e * sizeof(float));
+    if (a != &c->acts)
+        mtplx_be_copy(c->be, c->acts.logits, a->logits + row0 * V, (size_t)n * (size_t)V * sizeof(float));
+    else
+        MTPLX_ASSERT(row0 == 0); /* the batch's host context holds the first rows */
+    c->n_past += n;
+    c->valid[0] = c->n_past;
+    c->last_n = n;
+    c->last_all = true;
+    if (c->logits_host)
+        mtplx_be_download(c->be, c->logits_host, c->acts.logits, (size_t)n * (size_t)V * sizeof(float));
+}
+
 mtplx_status mtplx_forward(mtplx_ctx *c, const int32_t *tokens, int32_t n, bool all_logits) {
     if (!c || !tokens) return mtplx_fail(MTPLX_ERR_ARG, "forward: NULL argument");
     return mtplx_ctx_decode(c, tokens, n, all_logits);

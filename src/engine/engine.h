@@ -115,6 +115,19 @@ typedef struct mtplx_gen_state {
  * is replaced by the residual normalize(max(0, p - q)) to sample from. */
 bool mtplx_accept_or_residual(float *p, const float *q, int32_t V, int32_t x, double u, bool greedy);
 
+/* The step in its parts, for batching several contexts' verifications into
+ * one forward: draft k tokens after x (into d[0..k)); then, once the
+ * verify forward of [x, d_1..d_k] has run (logits of all k+1 rows in the
+ * context), accept / correct and roll the cache back. */
+mtplx_status mtplx_spec_draft(mtplx_ctx *ctx, mtplx_gen_state *gs, int32_t x, int32_t k, int32_t *d);
+void mtplx_spec_accept(mtplx_ctx *ctx, mtplx_gen_state *gs, const int32_t *d, int32_t k,
+                       mtplx_step_result *res);
+/* Store what a forward of tokens [n] at n_past did (tokens, hidden states
+ * from acts rows [row0, row0+n), logits), as mtplx_ctx_decode does: used
+ * after a batched forward whose rows were copied into this context. */
+void mtplx_ctx_commit_rows(mtplx_ctx *ctx, const mtplx_acts *a, int64_t row0, const int32_t *tokens,
+                           int32_t n);
+
 mtplx_status mtplx_spec_step(mtplx_ctx *ctx, mtplx_gen_state *gs, int32_t pending, int32_t depth,
                              mtplx_step_result *res);
 

@@ -30,6 +30,8 @@ struct mtplx_gen {
     int32_t depth, cur_depth, steps;
     mtplx_token_cb cb;    /* of the current step */
     void *user;
+    /* the decode step in progress: [x, d_1..d_k] (k = 0: plain AR) */
+    int32_t batch[MTPLX_MAX_DRAFT + 1], k;
 };
 
 /* Commit one generated token: returns false once generation must stop. */
@@ -177,6 +179,46 @@ static void finish(mtplx_gen *g) {
     }
 }
 
+/* Decode step, part 1: how many drafts fit, and the drafts (MTP). *full
+ * when the context has no room left. */
+static mtplx_status decode_prepare(mtplx_gen *g, bool *full) {
+    mtplx_ctx *c = g->c;
+    int32_t room = c->n_ctx - c->n_past - 1; /* positions left after x */
+    *full = room < 0;
+    if (*full) {
+        g->st.stop = MTPLX_STOP_CTX_FULL;
+        return MTPLX_OK;
+    }
+    g->k = g->cur_depth < room ? g->cur_depth : room;
+    g->batch[0] = g->x;
+    if (g->k > 0) MTPLX_TRY(mtplx_spec_draft(c, &g->gs, g->x, g->k, g->batch + 1));
+    return MTPLX_OK;
+}
+
+/* Decode step, part 2, after the forward of g->batch: accept / correct (or
+ * sample), emit. false once generation must stop. */
+static bool decode_finish(mtplx_gen *g) {
+    mtplx_ctx *c = g->c;
+    bool go = true;
+    g->st.n_forward++;
+    if (g->k > 0) {
+        mtplx_step_result res;
+        mtplx_spec_accept(c, &g->gs, g->batch + 1, g->k, &res);
+        g->steps++;
+        for (int32_t i = 0; i < res.n && go; i++)
+            go = emit(g, res.ids[i], res.src[i], res.src[i] == MTPLX_SRC_DRAFTED ? i + 1 : 0,
+                      res.logprob[i], res.logits[i]);
+        g->x = res.ids[res.n - 1];
+        if (g->gp.adaptive_depth) g->cur_depth = adapt_depth(&g->st, g->depth, g->steps);
+    } else {
+        float *logits = mtplx_ctx_logits(c);
+        g->x = sample_logits(g, logits);
+        go = emit(g, g->x, MTPLX_SRC_SAMPLED, 0, mtplx_logprob(logits, c->model->hp.n_vocab, g->x),
+                  logits);
+    }
+    return go;
+}
+
 mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *done) {
     mtplx_ctx *c = g->c;
     g->cb = cb;
@@ -208,34 +250,18 @@ mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *d
         *done = g->phase == PH_DONE;
         return MTPLX_OK;
     }
-    int32_t room = c->n_ctx - c->n_past - 1; /* positions left after x */
     bool go = true;
-    if (room < 0) {
-        g->st.stop = MTPLX_STOP_CTX_FULL;
+    bool full = false;
+    s = decode_prepare(g, &full);
+    if (s != MTPLX_OK) goto fail;
+    if (full) {
         go = false;
     } else {
-        int32_t k = g->cur_depth < room ? g->cur_depth : room;
-        if (k > 0) {
-            mtplx_step_result res;
-            s = mtplx_spec_step(c, &g->gs, g->x, k, &res);
-            if (s != MTPLX_OK) goto fail;
-            g->st.n_forward++;
-            g->steps++;
-            for (int32_t i = 0; i < res.n && go; i++)
-                go = emit(g, res.ids[i], res.src[i], res.src[i] == MTPLX_SRC_DRAFTED ? i + 1 : 0,
-                          res.logprob[i], res.logits[i]);
-            g->x = res.ids[res.n - 1];
-            if (g->gp.adaptive_depth) g->cur_depth = adapt_depth(&g->st, g->depth, g->steps);
-        } else {
-            /* plain AR */
-            s = mtplx_ctx_decode(c, &g->x, 1, false);
-            if (s != MTPLX_OK) goto fail;
-            g->st.n_forward++;
-            float *logits = mtplx_ctx_logits(c);
-            g->x = sample_logits(g, logits);
-            go = emit(g, g->x, MTPLX_SRC_SAMPLED, 0,
-                      mtplx_logprob(logits, c->model->hp.n_vocab, g->x), logits);
-        }
+        double t1 = mtplx_time_ms();
+        s = mtplx_ctx_decode(c, g->batch, g->k + 1, g->k > 0);
+        if (s != MTPLX_OK) goto fail;
+        if (g->k > 0) g->st.t_verify_ms += mtplx_time_ms() - t1;
+        go = decode_finish(g);
     }
     g->st.t_decode_ms += mtplx_time_ms() - t0;
     if (!go) finish(g);
@@ -259,4 +285,80 @@ mtplx_status mtplx_generate(mtplx_ctx *c, const int32_t *prompt, int32_t n_promp
     if (stats) *stats = g->st;
     mtplx_gen_free(g);
     return s;
+}
+
+/* Several generations, one step each. Those in the decode phase whose
+ * contexts share one backend run their verification (or AR) rows through ONE
+ * forward: the weights are read once for all of them, which is what keeps
+ * MTP's speed when several requests decode at once. Each keeps its own
+ * drafts, acceptance and RNG streams, so every output is exactly what its
+ * own mtplx_gen_step would give. Prefill steps and the rest run one by one. */
+mtplx_status mtplx_gen_step_many(mtplx_gen **gens, int32_t n, mtplx_token_cb cb, void **users,
+                                 bool *done) {
+    enum { MAX_SEGS = 64 };
+    mtplx_gen *batch[MAX_SEGS];
+    int32_t nb = 0;
+    mtplx_status first_err = MTPLX_OK;
+    for (int32_t i = 0; i < n; i++) {
+        mtplx_gen *g = gens[i];
+        done[i] = false;
+        bool joins = g->phase == PH_DECODE && nb < MAX_SEGS &&
+                     (nb == 0 || (g->c->be == batch[0]->c->be && g->c->model == batch[0]->c->model));
+        if (!joins) {
+            mtplx_status s = mtplx_gen_step(g, cb, users ? users[i] : NULL, &done[i]);
+            if (s != MTPLX_OK && first_err == MTPLX_OK) first_err = s;
+            continue;
+        }
+        g->cb = cb;
+        g->user = users ? users[i] : NULL;
+        double t0 = mtplx_time_ms();
+        bool full = false;
+        mtplx_status s = decode_prepare(g, &full);
+        g->st.t_decode_ms += mtplx_time_ms() - t0;
+        if (s != MTPLX_OK || full) {
+            if (s != MTPLX_OK && first_err == MTPLX_OK) first_err = s;
+            if (full) finish(g);
+            else g->phase = PH_DONE;
+            done[i] = true;
+            continue;
+        }
+        batch[nb++] = g;
+    }
+    /* verification forwards: groups whose rows fit the logits buffer of the
+     * group's first context (it hosts the batch) */
+    for (int32_t b0 = 0; b0 < nb;) {
+        mtplx_ctx *host = batch[b0]->c;
+        int32_t rows = 0, b1 = b0;
+        mtplx_seg segs[MAX_SEGS];
+        int32_t toks[MAX_SEGS * (MTPLX_MAX_DRAFT + 1)];
+        while (b1 < nb && rows + batch[b1]->k + 1 <= host->acts.n_logits &&
+               rows + batch[b1]->k + 1 <= host->acts.n_max) {
+            mtplx_gen *g = batch[b1];
+            segs[b1 - b0] = (mtplx_seg){&g->c->kv, g->c->n_past, g->k + 1};
+            memcpy(toks + rows, g->batch, (size_t)(g->k + 1) * sizeof(int32_t));
+            rows += g->k + 1;
+            b1++;
+        }
+        double t0 = mtplx_time_ms();
+        mtplx_model_forward_segs(host->model, host->be, &host->acts, toks, segs, b1 - b0, true);
+        /* hand each context its rows; the host's own rows (first) last */
+        for (int32_t j = b1 - 1, r = rows; j >= b0; j--) {
+            mtplx_gen *g = batch[j];
+            r -= g->k + 1;
+            mtplx_ctx_commit_rows(g->c, &host->acts, r, g->batch, g->k + 1);
+        }
+        double share = (mtplx_time_ms() - t0) / (b1 - b0);
+        for (int32_t j = b0; j < b1; j++) {
+            mtplx_gen *g = batch[j];
+            double t1 = mtplx_time_ms();
+            if (g->k > 0) g->st.t_verify_ms += share;
+            bool go = decode_finish(g);
+            g->st.t_decode_ms += share + (mtplx_time_ms() - t1);
+            if (!go) finish(g);
+            for (int32_t i = 0; i < n; i++)
+                if (gens[i] == g) done[i] = g->phase == PH_DONE;
+        }
+        b0 = b1;
+    }
+    return first_err;
 }

@@ -74,30 +74,21 @@ static int32_t draft_one(void *user, int32_t d, float *logits, const int32_t *dr
     return draw(c->q[d], c->model->hp.n_vocab, &dc->gs->gp->sampling, (uint64_t)(dc->N + d), RNG_DRAFT);
 }
 
-mtplx_status mtplx_spec_step(mtplx_ctx *c, mtplx_gen_state *gs, int32_t x, int32_t k,
-                             mtplx_step_result *res) {
-    const mtplx_model *m = c->model;
-    const mtplx_sampler_params *sp = &gs->gp->sampling;
-    int32_t V = m->hp.n_vocab;
-    int64_t N = c->n_past; /* x goes to position N */
-    MTPLX_ASSERT(k >= 1 && k <= MTPLX_MAX_DRAFT && N + k + 1 <= c->n_ctx);
-    int32_t d[MTPLX_MAX_DRAFT];
-    memset(res, 0, sizeof *res);
-
-    /* 1. draft: stream d of the head gives q_d (see mtplx_mtp_draft); each
-     *    draft is sampled from it with its own RNG stream. */
+mtplx_status mtplx_spec_draft(mtplx_ctx *c, mtplx_gen_state *gs, int32_t x, int32_t k, int32_t *d) {
+    MTPLX_ASSERT(k >= 1 && k <= MTPLX_MAX_DRAFT && c->n_past + k + 1 <= c->n_ctx);
     double t0 = mtplx_time_ms();
-    draft_ctx dc = {c, gs, N};
+    draft_ctx dc = {c, gs, c->n_past};
     MTPLX_TRY(mtplx_mtp_draft(c, x, k, draft_one, &dc, d));
-    double t1 = mtplx_time_ms();
+    if (gs->stats) gs->stats->t_draft_ms += mtplx_time_ms() - t0;
+    return MTPLX_OK;
+}
 
-    /* 2. verify all k+1 positions in one forward. */
-    int32_t batch[MTPLX_MAX_DRAFT + 1];
-    batch[0] = x;
-    memcpy(batch + 1, d, (size_t)k * sizeof(int32_t));
-    MTPLX_TRY(mtplx_ctx_decode(c, batch, k + 1, true));
-
-    /* 3. accept or correct, position by position. */
+void mtplx_spec_accept(mtplx_ctx *c, mtplx_gen_state *gs, const int32_t *d, int32_t k,
+                       mtplx_step_result *res) {
+    const mtplx_sampler_params *sp = &gs->gp->sampling;
+    int32_t V = c->model->hp.n_vocab;
+    int64_t N = c->n_past - (k + 1); /* the verify pass put x at N */
+    memset(res, 0, sizeof *res);
     int32_t a = 0;
     bool rejected = false;
     for (int32_t i = 1; i <= k; i++) {
@@ -135,13 +126,24 @@ mtplx_status mtplx_spec_step(mtplx_ctx *c, mtplx_gen_state *gs, int32_t x, int32
         res->logprob[res->n++] = mtplx_logprob(lg, V, tok);
     }
     res->n_accepted = a;
-
-    /* 4. keep x and the accepted drafts; forget the rest. */
+    /* keep x and the accepted drafts; forget the rest */
     c->n_past = (int32_t)(N + 1 + a);
-    c->last_n = 0;
-    if (gs->stats) {
-        gs->stats->t_draft_ms += t1 - t0;
-        gs->stats->t_verify_ms += mtplx_time_ms() - t1;
-    }
+    c->valid[0] = c->n_past;
+    c->last_n = 0; /* the rows stay readable through res->logits until the next forward */
+}
+
+mtplx_status mtplx_spec_step(mtplx_ctx *c, mtplx_gen_state *gs, int32_t x, int32_t k,
+                             mtplx_step_result *res) {
+    /* 1. draft: stream d of the head gives q_d (see mtplx_mtp_draft); each
+     *    draft is sampled from it with its own RNG stream. */
+    int32_t batch[MTPLX_MAX_DRAFT + 1];
+    MTPLX_TRY(mtplx_spec_draft(c, gs, x, k, batch + 1));
+    /* 2. verify all k+1 positions in one forward. */
+    double t1 = mtplx_time_ms();
+    batch[0] = x;
+    MTPLX_TRY(mtplx_ctx_decode(c, batch, k + 1, true));
+    /* 3. accept or correct, position by position; 4. roll back. */
+    mtplx_spec_accept(c, gs, batch + 1, k, res);
+    if (gs->stats) gs->stats->t_verify_ms += mtplx_time_ms() - t1;
     return MTPLX_OK;
 }

@@ -74,25 +74,32 @@ void mtplx_acts_free(mtplx_acts *a, mtplx_backend *be) {
     memset(a, 0, sizeof *a);
 }
 
-/* One pre-norm decoder layer over a->x [n][n_embd], in place. */
-static void layer_forward(const mtplx_model *m, const mtplx_layer *L, mtplx_backend *be,
-                          void *kcache, void *vcache, int kv_type, mtplx_acts *a, int64_t n,
-                          int64_t pos0) {
+/* One pre-norm decoder layer over a->x [n][n_embd], in place. The rows are
+ * nseg sequences one after the other: the matmuls run once over all rows
+ * (each weight read once for every sequence), RoPE, the KV store and
+ * attention run per sequence, against its own cache (layer `layer` of it). */
+static void layer_forward(const mtplx_model *m, const mtplx_layer *L, mtplx_backend *be, int layer,
+                          mtplx_acts *a, const mtplx_seg *segs, int nseg) {
     const mtplx_hparams *hp = &m->hp;
-    int64_t e = hp->n_embd, hd = hp->head_dim;
+    int64_t e = hp->n_embd, hd = hp->head_dim, n = 0;
+    for (int s = 0; s < nseg; s++) n += segs[s].n;
+    int64_t qd = (int64_t)hp->n_head * hd, kvd = (int64_t)hp->n_head_kv * hd;
     be->rmsnorm(be, a->x, L->attn_norm, a->xb, n, e, hp->norm_eps);
     be->matmul(be, &L->wq, L->bq, a->xb, n, a->q);
     be->matmul(be, &L->wk, L->bk, a->xb, n, a->k);
     be->matmul(be, &L->wv, L->bv, a->xb, n, a->v);
     if (L->q_norm) be->rmsnorm(be, a->q, L->q_norm, a->q, n * hp->n_head, hd, hp->norm_eps);
     if (L->k_norm) be->rmsnorm(be, a->k, L->k_norm, a->k, n * hp->n_head_kv, hd, hp->norm_eps);
-    be->rope(be, a->q, n, hp->n_head, (int)hd, pos0, m->inv_freq, m->arch->rope_neox);
-    be->rope(be, a->k, n, hp->n_head_kv, (int)hd, pos0, m->inv_freq, m->arch->rope_neox);
-    int64_t kvd = (int64_t)hp->n_head_kv * hd;
-    be->kv_store(be, kv_type, kcache, pos0, a->k, n, kvd);
-    be->kv_store(be, kv_type, vcache, pos0, a->v, n, kvd);
-    be->attention(be, a->q, n, hp->n_head, hp->n_head_kv, (int)hd, kcache, vcache, kv_type, pos0,
-                  1.0f / sqrtf((float)hd), a->att);
+    for (int s = 0, r = 0; s < nseg; r += (int)segs[s].n, s++) {
+        const mtplx_seg *g = &segs[s];
+        void *kc = g->kv->k[layer], *vc = g->kv->v[layer];
+        be->rope(be, a->q + r * qd, g->n, hp->n_head, (int)hd, g->pos0, m->inv_freq, m->arch->rope_neox);
+        be->rope(be, a->k + r * kvd, g->n, hp->n_head_kv, (int)hd, g->pos0, m->inv_freq, m->arch->rope_neox);
+        be->kv_store(be, g->kv->kv_type, kc, g->pos0, a->k + r * kvd, g->n, kvd);
+        be->kv_store(be, g->kv->kv_type, vc, g->pos0, a->v + r * kvd, g->n, kvd);
+        be->attention(be, a->q + r * qd, g->n, hp->n_head, hp->n_head_kv, (int)hd, kc, vc,
+                      g->kv->kv_type, g->pos0, 1.0f / sqrtf((float)hd), a->att + r * qd);
+    }
     be->matmul(be, &L->wo, NULL, a->att, n, a->xb);
     be->add(be, a->x, a->xb, n * e);
     be->rmsnorm(be, a->x, L->ffn_norm, a->xb, n, e, hp->norm_eps);
@@ -111,17 +118,27 @@ static void head(const mtplx_model *m, const float *norm, mtplx_backend *be, mtp
     be->matmul(be, &m->output, NULL, a->xb, cnt, a->logits);
 }
 
-void mtplx_model_forward(const mtplx_model *m, mtplx_backend *be, mtplx_kv *kv, mtplx_acts *a,
-                         const int32_t *tokens, int64_t n, int64_t pos0, bool all_logits) {
-    MTPLX_ASSERT(n > 0 && n <= a->n_max && pos0 + n <= kv->n_ctx);
+void mtplx_model_forward_segs(const mtplx_model *m, mtplx_backend *be, mtplx_acts *a,
+                              const int32_t *tokens, const mtplx_seg *segs, int nseg, bool all_logits) {
+    int64_t n = 0;
+    for (int s = 0; s < nseg; s++) {
+        MTPLX_ASSERT(segs[s].n > 0 && segs[s].pos0 >= 0 && segs[s].pos0 + segs[s].n <= segs[s].kv->n_ctx);
+        n += segs[s].n;
+    }
+    MTPLX_ASSERT(n > 0 && n <= a->n_max);
     int64_t e = m->hp.n_embd;
     for (int64_t i = 0; i < n; i++) be->get_row(be, &m->tok_embd, tokens[i], a->x + i * e);
-    for (int l = 0; l < m->hp.n_layer; l++)
-        layer_forward(m, &m->layers[l], be, kv->k[l], kv->v[l], kv->kv_type, a, n, pos0);
+    for (int l = 0; l < m->hp.n_layer; l++) layer_forward(m, &m->layers[l], be, l, a, segs, nseg);
     mtplx_be_copy(be, a->hidden, a->x, (size_t)(n * e) * sizeof(float));
     MTPLX_ASSERT(!all_logits || n <= a->n_logits);
     if (all_logits) head(m, m->output_norm, be, a, 0, n);
     else head(m, m->output_norm, be, a, n - 1, 1);
+}
+
+void mtplx_model_forward(const mtplx_model *m, mtplx_backend *be, mtplx_kv *kv, mtplx_acts *a,
+                         const int32_t *tokens, int64_t n, int64_t pos0, bool all_logits) {
+    mtplx_seg seg = {kv, pos0, n};
+    mtplx_model_forward_segs(m, be, a, tokens, &seg, 1, all_logits);
 }
 
 void mtplx_mtp_forward(const mtplx_model *m, int hi, mtplx_backend *be, mtplx_kv *kv,
@@ -139,7 +156,8 @@ void mtplx_mtp_forward(const mtplx_model *m, int hi, mtplx_backend *be, mtplx_kv
         be->rmsnorm(be, hidden + i * e, h->hnorm, c + ho, 1, e, eps);
     }
     be->matmul(be, &h->eh_proj, NULL, a->cat, n, a->x);
-    layer_forward(m, &h->layer, be, kv->k[0], kv->v[0], kv->kv_type, a, n, pos0);
+    mtplx_seg seg = {kv, pos0, n};
+    layer_forward(m, &h->layer, be, 0, a, &seg, 1);
     mtplx_be_copy(be, a->hidden, a->x, (size_t)(n * e) * sizeof(float));
     head(m, h->norm, be, a, n - 1, 1);
 }

@@ -109,6 +109,18 @@ mtplx_status mtplx_acts_init(mtplx_acts *a, mtplx_backend *be, const mtplx_hpara
                              int64_t n_max);
 void mtplx_acts_free(mtplx_acts *a, mtplx_backend *be);
 
+/* One sequence's part of a batched forward: its cache and positions. */
+typedef struct mtplx_seg {
+    mtplx_kv *kv;
+    int64_t pos0, n;
+} mtplx_seg;
+
+/* Trunk forward of several sequences in one pass: tokens holds segs[0].n
+ * tokens, then segs[1].n, ...; rows of a->hidden / a->logits follow the
+ * same order (logits of every row with all_logits, else of the last row). */
+void mtplx_model_forward_segs(const mtplx_model *m, mtplx_backend *be, mtplx_acts *a,
+                              const int32_t *tokens, const mtplx_seg *segs, int nseg, bool all_logits);
+
 /* Trunk forward of n tokens at positions pos0..; writes a->hidden for all n
  * and a->logits for all n (all_logits) or only the last (row 0 of logits). */
 void mtplx_model_forward(const mtplx_model *m, mtplx_backend *be, mtplx_kv *kv, mtplx_acts *a,
