@@ -276,6 +276,11 @@ mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *d
  * first error; the other generations still stepped. */
 mtplx_status mtplx_gen_step_many(mtplx_gen **gens, int32_t n, mtplx_token_cb cb, void **users,
                                  bool *done);
+/* Cap the draft depth from the next step on (-1 lifts the cap): a server
+ * lowers it when many sequences share a forward and drafting stops paying. */
+void mtplx_gen_limit_depth(mtplx_gen *g, int32_t max_depth);
+/* The error that ended the generation, MTPLX_OK if none did. */
+mtplx_status mtplx_gen_status(const mtplx_gen *g);
 /* Statistics so far (owned by g). */
 const mtplx_gen_stats *mtplx_gen_get_stats(const mtplx_gen *g);
 void mtplx_gen_free(mtplx_gen *g);

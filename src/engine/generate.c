@@ -32,6 +32,8 @@ struct mtplx_gen {
     void *user;
     /* the decode step in progress: [x, d_1..d_k] (k = 0: plain AR) */
     int32_t batch[MTPLX_MAX_DRAFT + 1], k;
+    int32_t depth_cap;    /* mtplx_gen_limit_depth; -1 = none */
+    mtplx_status err;     /* what ended it, if an error did */
 };
 
 /* Commit one generated token: returns false once generation must stop. */
@@ -123,6 +125,7 @@ mtplx_status mtplx_gen_start(mtplx_ctx *c, const int32_t *prompt, int32_t n_prom
     g->c = c;
     g->gp = gp;
     g->depth = g->cur_depth = depth;
+    g->depth_cap = -1;
     g->st.draft_depth = depth;
     g->st.n_prompt = n_prompt;
     g->gs.gp = &g->gp;
@@ -190,6 +193,7 @@ static mtplx_status decode_prepare(mtplx_gen *g, bool *full) {
         return MTPLX_OK;
     }
     g->k = g->cur_depth < room ? g->cur_depth : room;
+    if (g->depth_cap >= 0 && g->k > g->depth_cap) g->k = g->depth_cap;
     g->batch[0] = g->x;
     if (g->k > 0) MTPLX_TRY(mtplx_spec_draft(c, &g->gs, g->x, g->k, g->batch + 1));
     return MTPLX_OK;
@@ -269,9 +273,14 @@ mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *d
     return MTPLX_OK;
 fail:
     g->phase = PH_DONE;
+    g->err = s;
     *done = true;
     return s;
 }
+
+void mtplx_gen_limit_depth(mtplx_gen *g, int32_t max_depth) { g->depth_cap = max_depth; }
+
+mtplx_status mtplx_gen_status(const mtplx_gen *g) { return g->err; }
 
 mtplx_status mtplx_generate(mtplx_ctx *c, const int32_t *prompt, int32_t n_prompt,
                             const mtplx_gen_params *gp, mtplx_token_cb cb, void *user,
@@ -317,6 +326,7 @@ mtplx_status mtplx_gen_step_many(mtplx_gen **gens, int32_t n, mtplx_token_cb cb,
         g->st.t_decode_ms += mtplx_time_ms() - t0;
         if (s != MTPLX_OK || full) {
             if (s != MTPLX_OK && first_err == MTPLX_OK) first_err = s;
+            g->err = s;
             if (full) finish(g);
             else g->phase = PH_DONE;
             done[i] = true;

@@ -1,17 +1,21 @@
 /* sched.c: the scheduler. One thread owns every slot's context (all sharing
- * one backend, so one thread pool) and round-robins mtplx_gen_step over the
- * active slots: each step of a slot is one prefill chunk or one MTP step, so
- * several streams progress together and each keeps its own exact MTP
- * acceptance. Requests wait in a bounded FIFO; a free slot is given to the
- * oldest request, preferring the slot whose cache shares the longest prefix
- * with its prompt. Not here: batching several slots into one forward (the
- * library's forward takes one sequence). */
+ * one backend, so one thread pool) and steps all active slots together with
+ * mtplx_gen_step_many: prefill goes one chunk per slot per round (so a long
+ * prompt does not stall the other streams), and the decoding slots' MTP
+ * verifications (or AR steps) run as ONE batched forward, each slot keeping
+ * its own exact MTP acceptance (continuous batching). With many active slots
+ * the draft depth is capped so a round stays near BATCH_ROWS rows. Requests
+ * wait in a bounded FIFO; a free slot is given to the oldest request,
+ * preferring the slot whose cache shares the longest prefix with its prompt. */
 #include "server/srv.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
+
+#define MAX_BATCH_SLOTS 64
+#define BATCH_ROWS 16
 
 typedef struct slot {
     mtplx_ctx *ctx;
@@ -85,6 +89,7 @@ mtplx_status srv_sched_new(mtplx_model *model, const srv_sched_params *p, srv_me
     s->model = model;
     s->metrics = m;
     s->n_slots = p->n_slots > 0 ? p->n_slots : 1;
+    if (s->n_slots > MAX_BATCH_SLOTS) s->n_slots = MAX_BATCH_SLOTS; /* --parallel is capped here */
     s->max_queue = p->max_queue > 0 ? p->max_queue : 64;
     s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
     s->queue = calloc((size_t)s->max_queue, sizeof *s->queue);
@@ -329,18 +334,36 @@ static void *sched_main(void *arg) {
             continue;
         }
         pthread_mutex_unlock(&s->mu);
-        int freed = 0;
+        int freed = 0, na = 0;
+        slot *act[MAX_BATCH_SLOTS];
+        mtplx_gen *gens[MAX_BATCH_SLOTS];
+        void *users[MAX_BATCH_SLOTS];
+        bool done[MAX_BATCH_SLOTS];
         for (int i = 0; i < s->n_slots; i++) {
             slot *sl = &s->slots[i];
             if (!sl->req) continue;
-            bool done = false;
-            mtplx_status st = MTPLX_OK;
-            if (atomic_load(&sl->req->cancel)) done = true;
-            else st = mtplx_gen_step(sl->gen, on_token, sl->req, &done);
-            if (done || st != MTPLX_OK) {
-                release(s, sl, st);
+            if (atomic_load(&sl->req->cancel)) {
+                release(s, sl, MTPLX_OK);
                 freed++;
+                continue;
             }
+            if (na < MAX_BATCH_SLOTS) {
+                act[na] = sl;
+                gens[na] = sl->gen;
+                users[na++] = sl->req;
+            }
+        }
+        /* all active slots step together: their verifications share one
+         * forward; past BATCH_ROWS rows drafting stops paying, so each
+         * slot's depth is capped to keep the batch near that size */
+        int cap = na > 1 ? BATCH_ROWS / na - 1 : -1;
+        if (na > 1 && cap < 1) cap = 1;
+        for (int j = 0; j < na; j++) mtplx_gen_limit_depth(gens[j], cap);
+        if (na > 0) mtplx_gen_step_many(gens, na, on_token, users, done);
+        for (int j = 0; j < na; j++) {
+            if (!done[j]) continue;
+            release(s, act[j], mtplx_gen_status(gens[j]));
+            freed++;
         }
         pthread_mutex_lock(&s->mu);
         s->n_active -= freed;
