@@ -5,8 +5,14 @@ import json, os, statistics, sys
 
 out = sys.argv[1]
 def lines(name):
-    p = os.path.join(out, name)
-    return [json.loads(l) for l in open(p) if l.strip().startswith('{')] if os.path.exists(p) else []
+    p, res = os.path.join(out, name), []
+    if os.path.exists(p):
+        for l in open(p):
+            try:
+                res.append(json.loads(l))
+            except ValueError:  # a run still writing, or a tool's chatter
+                pass
+    return res
 
 bw = json.load(open(os.path.join(out, 'bw.json')))
 med = statistics.median
