@@ -30,6 +30,7 @@
  * Not here: truncation of over-long inputs (they fail with MTPLX_ERR_RANGE),
  * max / weighted-mean pooling. */
 #include "engine/engine.h"
+#include "kernels/kernels.h"
 #include "model/encoder.h"
 
 #include <math.h>
@@ -182,6 +183,77 @@ static mtplx_status embed_decoder_one(mtplx_ctx *c, const int32_t *ids, int32_t 
     return mtplx_ctx_truncate(c, 0);
 }
 
+/* Pool rows [0, len) of h (pre-final-norm hidden states) into out. */
+static void pool_decoder_rows(const mtplx_ctx *c, const float *h, int32_t len, float *out, float *tmp) {
+    const mtplx_model *m = c->model;
+    int64_t e = m->hp.n_embd;
+    int mode = m->emb->pooling;
+    memset(out, 0, (size_t)e * sizeof(float));
+    if (mode == MTPLX_POOL_MEAN) {
+        for (int32_t r = 0; r < len; r++) {
+            c->be->rmsnorm(c->be, h + (int64_t)r * e, m->output_norm, tmp, 1, e, m->hp.norm_eps);
+            for (int64_t j = 0; j < e; j++) out[j] += tmp[j];
+        }
+        for (int64_t j = 0; j < e; j++) out[j] /= (float)len;
+    } else {
+        int64_t r = mode == MTPLX_POOL_CLS ? 0 : len - 1;
+        c->be->rmsnorm(c->be, h + r * e, m->output_norm, out, 1, e, m->hp.norm_eps);
+    }
+}
+
+/* Texts through the decoder as ONE batched forward per group: each text is
+ * its own sequence (positions from 0, its own causal attention) kept in its
+ * own stretch of the context's KV cache, so padding never enters and a batch
+ * gives the same vectors as the texts one by one. Texts longer than a batch
+ * go alone, chunk by chunk. */
+static mtplx_status embed_decoder(mtplx_ctx *c, int32_t **ids, const size_t *lens, int32_t n,
+                                  float *out) {
+    enum { MAX_SEGS = 64 };
+    const mtplx_model *m = c->model;
+    int64_t e = m->hp.n_embd;
+    size_t es = c->kv.kv_type == MTPLX_TYPE_F32 ? 4 : 2, row_bytes = (size_t)c->kv.row * es;
+    int32_t cap = c->n_batch < c->n_ctx ? c->n_batch : c->n_ctx;
+    float *tmp = malloc((size_t)e * sizeof(float));
+    int32_t *toks = malloc((size_t)cap * sizeof(int32_t));
+    void **views = malloc((size_t)MAX_SEGS * 2 * (size_t)m->hp.n_layer * sizeof(void *));
+    mtplx_status st = tmp && toks && views ? MTPLX_OK : mtplx_fail(MTPLX_ERR_NOMEM, "embed: out of memory");
+    for (int32_t i = 0; st == MTPLX_OK && i < n;) {
+        if ((int32_t)lens[i] > cap) {
+            st = embed_decoder_one(c, ids[i], (int32_t)lens[i], out + (int64_t)i * e, tmp);
+            i++;
+            continue;
+        }
+        mtplx_seg segs[MAX_SEGS];
+        mtplx_kv kvs[MAX_SEGS];
+        int32_t j = i, rows = 0, ns = 0;
+        while (j < n && ns < MAX_SEGS && rows + (int32_t)lens[j] <= cap) {
+            mtplx_kv *v = &kvs[ns];
+            *v = c->kv;
+            v->k = views + (size_t)(2 * ns) * (size_t)m->hp.n_layer;
+            v->v = v->k + m->hp.n_layer;
+            for (int l = 0; l < m->hp.n_layer; l++) {
+                v->k[l] = (char *)c->kv.k[l] + (size_t)rows * row_bytes;
+                v->v[l] = (char *)c->kv.v[l] + (size_t)rows * row_bytes;
+            }
+            v->n_ctx = c->n_ctx - rows;
+            segs[ns++] = (mtplx_seg){v, 0, (int64_t)lens[j]};
+            memcpy(toks + rows, ids[j], lens[j] * sizeof(int32_t));
+            rows += (int32_t)lens[j];
+            j++;
+        }
+        mtplx_model_forward_segs(m, c->be, &c->acts, toks, segs, ns, false);
+        for (int32_t k = i, r = 0; k < j; r += (int32_t)lens[k], k++)
+            pool_decoder_rows(c, c->acts.hidden + (int64_t)r * e, (int32_t)lens[k], out + (int64_t)k * e, tmp);
+        i = j;
+    }
+    free(tmp);
+    free(toks);
+    free(views);
+    c->n_past = 0;
+    c->last_n = 0;
+    return st;
+}
+
 mtplx_status mtplx_embed(mtplx_ctx *c, const char *const *texts, int32_t n, bool is_query,
                          float *out, int32_t *n_tokens) {
     if (n_tokens) *n_tokens = 0;
@@ -206,11 +278,7 @@ mtplx_status mtplx_embed(mtplx_ctx *c, const char *const *texts, int32_t n, bool
         if (m->arch->encoder) {
             st = embed_encoder(c, ids, lens, n, out);
         } else {
-            float *tmp = malloc((size_t)e * sizeof(float));
-            if (!tmp) st = mtplx_fail(MTPLX_ERR_NOMEM, "embed: out of memory");
-            for (int32_t i = 0; st == MTPLX_OK && i < n; i++)
-                st = embed_decoder_one(c, ids[i], (int32_t)lens[i], out + i * e, tmp);
-            free(tmp);
+            st = embed_decoder(c, ids, lens, n, out);
         }
     }
     if (st == MTPLX_OK && cfg->normalize)
