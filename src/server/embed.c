@@ -182,6 +182,19 @@ static char *base64_floats(const float *v, int32_t n) {
     return out;
 }
 
+/* Finish an answer: usage (input tokens), then the JSON body (takes o). */
+static void reply_json(cJSON *o, int32_t ntok, srv_reply *rep) {
+    cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", ntok);
+    cJSON_AddNumberToObject(u, "total_tokens", ntok);
+    char *js = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (js) sb_puts(&rep->body, js);
+    free(js);
+    rep->status = 200;
+    rep->ctype = "application/json";
+}
+
 void srv_embeddings(srv *s, const char *body, size_t n, srv_reply *rep) {
     cJSON *root = cJSON_ParseWithLength(body, n);
     const char **texts = NULL;
@@ -260,15 +273,7 @@ void srv_embeddings(srv *s, const char *body, size_t n, srv_reply *rep) {
         cJSON_AddItemToArray(d, e);
     }
     cJSON_AddStringToObject(o, "model", id);
-    cJSON *u = cJSON_AddObjectToObject(o, "usage");
-    cJSON_AddNumberToObject(u, "prompt_tokens", ntok);
-    cJSON_AddNumberToObject(u, "total_tokens", ntok);
-    char *js = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    if (js) sb_puts(&rep->body, js);
-    free(js);
-    rep->status = 200;
-    rep->ctype = "application/json";
+    reply_json(o, ntok, rep);
 done:
     free(vec);
     free(texts);
@@ -339,15 +344,7 @@ void srv_rerank(srv *s, const char *body, size_t n, srv_reply *rep) {
         cJSON_AddItemToArray(res, e);
     }
     free(used);
-    cJSON *u = cJSON_AddObjectToObject(o, "usage");
-    cJSON_AddNumberToObject(u, "prompt_tokens", ntok);
-    cJSON_AddNumberToObject(u, "total_tokens", ntok);
-    char *js = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    if (js) sb_puts(&rep->body, js);
-    free(js);
-    rep->status = 200;
-    rep->ctype = "application/json";
+    reply_json(o, ntok, rep);
 done:
     free(sc);
     free(docs);
