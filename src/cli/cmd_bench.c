@@ -6,11 +6,15 @@
  *  acceptance  held-out Gutenberg text (../shared/data/gutenberg/valid.txt.xz,
  *              via `xz -dc`) or the embedded prompts: acceptance per position
  *              at temperature 0 and 0.7.
- *  exactness   greedy MTP ids == greedy AR ids, per prompt and depth.
- * Reports numbers; never judges them against a speed threshold. Not here
- * yet: long-context and math-quick suites, `bench compare`, the sampled
- * distribution check (tests/test_mtp.c has it). */
-#include "cli/tuning.h"
+ *  exactness   greedy MTP ids == greedy AR ids, per prompt and depth, and
+ *              the sampled first tokens' distributions under MTP vs AR
+ *              (chi-square, bench_suites.c).
+ *  long-context, math-quick: bench_suites.c;  `bench compare`: bench_compare.c.
+ * Prompts come from the disclosed files bench/suites/<suite>.json; the
+ * throughput / exactness / acceptance prompts are also compiled into
+ * tuning.c (tune uses them) and are the fallback outside the source tree.
+ * Reports numbers; never judges them against a speed threshold. */
+#include "cli/bench_suites.h"
 
 #include <cjson/cJSON.h>
 #include <getopt.h>
@@ -21,28 +25,31 @@
 #endif
 
 static void help(void) {
-    printf("usage: mtplx bench [--suite throughput|acceptance|exactness] [-m MODEL] [--json PATH]\n\n"
+    printf("usage: mtplx bench [--suite NAME] [-m MODEL] [--json PATH]\n"
+           "       mtplx bench compare A.json B.json\n\n"
            "  -m, --model PATH     model (default: the built-in model)\n"
-           "      --suite NAME     throughput (default), acceptance, exactness\n"
+           "      --suite NAME     throughput (default), acceptance, exactness, long-context,\n"
+           "                       math-quick\n"
            "      --json PATH      also write the results, machine, build and model as JSON\n"
            "  -t, --threads N      threads (default: all cores)\n"
-           "  -n, --tokens N       new tokens per run (default 96; exactness 64)\n"
+           "  -n, --tokens N       new tokens per run (default 96; exactness 64;\n"
+           "                       long-context 64; math-quick 128)\n"
            "      --reps N         timed repetitions (throughput, default 3)\n"
-           "      --max-depth K    deepest draft depth (default 4)\n"
-           "      --text PATH      held-out text for acceptance (.xz or plain)\n"
+           "      --max-depth K    deepest draft depth (default 4; long-context and\n"
+           "                       math-quick: MTP depth, default 3)\n"
+           "      --text PATH      held-out text for acceptance / long-context (.xz or plain)\n"
            "      --prompts N      passages / prompts to use (default 8 / all)\n"
+           "      --positions LIST long-context lengths (default 1024,4096,16384; 16k works)\n"
+           "      --samples N      exactness: samples per side of the distribution check\n"
+           "                       (default 2000; 0 skips it)\n"
+           "      --suites-dir DIR where <suite>.json files are (default: bench/suites of\n"
+           "                       the source tree, then ./bench/suites)\n"
            "  -h, --help\n");
 }
 
-typedef struct {
-    int32_t max_depth, n_tokens, reps, n_threads, n_prompts;
-    const char *text;
-    bool quick;
-} bench_opts;
-
 /* ---- passages of held-out text ---- */
 
-static bool find_valid_text(char *buf, size_t cap) {
+bool bench_find_valid_text(char *buf, size_t cap) {
     char dir[2048];
     snprintf(dir, sizeof dir, "%.2000s", MTPLX_DEFAULT_MODEL);
     char *s = strrchr(dir, '/');
@@ -161,15 +168,35 @@ static void print_acc(const int64_t *drafted, const int64_t *accepted, int32_t d
 
 /* ---- suites ---- */
 
+/* The suite's prompts as tune_prompts (borrowing set's strings). */
+static tune_prompt *as_tune(const bench_set *set) {
+    tune_prompt *t = calloc((size_t)(set->n ? set->n : 1), sizeof *t);
+    for (int i = 0; t && i < set->n; i++)
+        t[i] = (tune_prompt){set->p[i].name, set->p[i].kind, set->p[i].text};
+    return t;
+}
+
 static int suite_throughput(mtplx_model *m, const bench_opts *o, cJSON *res) {
-    int n;
-    const tune_prompt *pr = tune_suite("all", &n);
+    bench_set set;
+    if (!bench_set_load(o, "throughput", true, &set)) return EXIT_RUNTIME;
+    int n = set.n;
+    tune_prompt *pr = as_tune(&set);
     if (o->n_prompts > 0 && o->n_prompts < n) n = o->n_prompts;
+    cJSON_AddStringToObject(res, "suite_file", set.source);
+    if (!pr || n < 1) {
+        fprintf(stderr, "mtplx bench: %s has no prompts\n", set.source);
+        free(pr);
+        bench_set_free(&set);
+        return EXIT_RUNTIME;
+    }
     tune_plan plan = {.max_depth = o->max_depth, .n_tokens = o->n_tokens, .reps = o->reps,
                       .n_threads = o->n_threads, .temperature = 0.8f, .seed = 1234,
                       .warmup = !o->quick, .progress = true};
     tune_cfg cfg[MTPLX_MAX_DRAFT + 1];
-    if (tune_measure(m, pr, n, &plan, cfg) != MTPLX_OK) {
+    mtplx_status ms = tune_measure(m, pr, n, &plan, cfg);
+    free(pr);
+    bench_set_free(&set);
+    if (ms != MTPLX_OK) {
         cli_error("throughput suite");
         return EXIT_RUNTIME;
     }
@@ -214,7 +241,7 @@ static int suite_acceptance(mtplx_model *m, const bench_opts *o, cJSON *res) {
     const char *source = "embedded";
     int want = o->n_prompts > 0 ? o->n_prompts : (o->quick ? 2 : 8);
     if (o->text) snprintf(path, sizeof path, "%s", o->text);
-    if (o->text || find_valid_text(path, sizeof path)) {
+    if (o->text || bench_find_valid_text(path, sizeof path)) {
         n = load_passages(path, want, &passages, &store);
         if (n > 0) source = path;
         else if (o->text) {
@@ -223,10 +250,11 @@ static int suite_acceptance(mtplx_model *m, const bench_opts *o, cJSON *res) {
         }
     }
     const char *texts[64];
+    bench_set set = {0};
     if (n == 0) {
-        int ne;
-        const tune_prompt *pr = tune_suite("all", &ne);
-        for (int i = 0; i < ne && i < want; i++) texts[n++] = pr[i].text;
+        if (!bench_set_load(o, "throughput", true, &set)) return EXIT_RUNTIME;
+        for (int i = 0; i < set.n && i < want && i < 64; i++) texts[n++] = set.p[i].text;
+        source = set.source;
     } else {
         for (int i = 0; i < n && i < 64; i++) texts[i] = passages[i];
     }
@@ -270,18 +298,23 @@ static int suite_acceptance(mtplx_model *m, const bench_opts *o, cJSON *res) {
     }
     free(passages);
     free(store);
+    bench_set_free(&set);
     return rc;
 }
 
 static int suite_exactness(mtplx_model *m, const bench_opts *o, cJSON *res) {
-    int n;
-    const tune_prompt *pr = tune_suite("all", &n);
+    bench_set set;
+    if (!bench_set_load(o, "exactness", true, &set)) return EXIT_RUNTIME;
+    const bench_prompt *pr = set.p;
+    int n = set.n;
     if (o->n_prompts > 0 && o->n_prompts < n) n = o->n_prompts;
+    cJSON_AddStringToObject(res, "suite_file", set.source);
     int32_t cap = o->n_tokens + 8;
     int32_t *a = malloc((size_t)cap * sizeof *a), *b = malloc((size_t)cap * sizeof *b);
     if (!a || !b) {
         free(a);
         free(b);
+        bench_set_free(&set);
         return EXIT_RUNTIME;
     }
     int pass = 0, fail = 0;
@@ -330,18 +363,26 @@ static int suite_exactness(mtplx_model *m, const bench_opts *o, cJSON *res) {
     printf("exactness: %d passed, %d failed\n", pass, fail);
     cJSON_AddNumberToObject(res, "passed", pass);
     cJSON_AddNumberToObject(res, "failed", fail);
+    if (rc == EXIT_OK && o->samples >= 0) {
+        int df = bench_distribution(m, o, &set, res);
+        if (df != 0) rc = EXIT_RUNTIME;
+    }
+    bench_set_free(&set);
     if (rc == EXIT_OK && fail) rc = EXIT_RUNTIME;
     return rc;
 }
 
 int cmd_bench(int argc, char **argv) {
-    enum { O_SUITE = 256, O_JSON, O_REPS, O_DEPTH, O_TEXT, O_PROMPTS, O_QUICK };
+    if (argc > 1 && !strcmp(argv[1], "compare")) return bench_compare(argc - 1, argv + 1);
+    enum { O_SUITE = 256, O_JSON, O_REPS, O_DEPTH, O_TEXT, O_PROMPTS, O_QUICK, O_POS, O_SAMPLES, O_SDIR };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},    {"suite", required_argument, 0, O_SUITE},
         {"json", required_argument, 0, O_JSON},  {"threads", required_argument, 0, 't'},
         {"tokens", required_argument, 0, 'n'},   {"reps", required_argument, 0, O_REPS},
         {"max-depth", required_argument, 0, O_DEPTH}, {"text", required_argument, 0, O_TEXT},
         {"prompts", required_argument, 0, O_PROMPTS}, {"quick", no_argument, 0, O_QUICK},
+        {"positions", required_argument, 0, O_POS}, {"samples", required_argument, 0, O_SAMPLES},
+        {"suites-dir", required_argument, 0, O_SDIR},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *model_arg = NULL, *suite = "throughput", *json_path = NULL;
     bench_opts o = {.max_depth = 4, .n_tokens = 0, .reps = 3};
@@ -355,6 +396,12 @@ int cmd_bench(int argc, char **argv) {
         case O_JSON: json_path = optarg; break;
         case O_TEXT: o.text = optarg; break;
         case O_QUICK: o.quick = true; break; /* hidden: tiny budget, for tests */
+        case O_POS: o.positions = optarg; break;
+        case O_SDIR: o.suites_dir = optarg; break;
+        case O_SAMPLES:
+            if (!cli_parse_int("bench", "--samples", optarg, 0, 1000000, &iv)) return EXIT_USAGE;
+            o.samples = iv ? (int32_t)iv : -1;
+            break;
         case 't':
             if (!cli_parse_int("bench", "--threads", optarg, 1, 1024, &iv)) return EXIT_USAGE;
             o.n_threads = (int32_t)iv;
@@ -370,6 +417,7 @@ int cmd_bench(int argc, char **argv) {
         case O_DEPTH:
             if (!cli_parse_int("bench", "--max-depth", optarg, 1, MTPLX_MAX_DRAFT, &iv)) return EXIT_USAGE;
             o.max_depth = (int32_t)iv;
+            o.depth_set = true;
             break;
         case O_PROMPTS:
             if (!cli_parse_int("bench", "--prompts", optarg, 1, 64, &iv)) return EXIT_USAGE;
@@ -384,8 +432,12 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(suite, "throughput")) fn = suite_throughput;
     else if (!strcmp(suite, "acceptance")) fn = suite_acceptance;
     else if (!strcmp(suite, "exactness")) fn = suite_exactness;
-    else return cli_usage_error("bench", "unknown suite '%s' (throughput, acceptance, exactness)", suite);
-    if (o.n_tokens == 0) o.n_tokens = o.quick ? 16 : (fn == suite_exactness ? 64 : 96);
+    else if (!strcmp(suite, "long-context")) fn = bench_suite_long_context;
+    else if (!strcmp(suite, "math-quick")) fn = bench_suite_math_quick;
+    else return cli_usage_error("bench", "unknown suite '%s' (throughput, acceptance, exactness, "
+                                "long-context, math-quick)", suite);
+    bool own_tokens = fn == bench_suite_long_context || fn == bench_suite_math_quick;
+    if (o.n_tokens == 0 && !own_tokens) o.n_tokens = o.quick ? 16 : (fn == suite_exactness ? 64 : 96);
     if (o.quick) {
         o.reps = 1;
         if (o.n_prompts == 0) o.n_prompts = 2;
@@ -401,7 +453,8 @@ int cmd_bench(int argc, char **argv) {
     }
     mtplx_model_info info;
     mtplx_model_get_info(model, &info);
-    if (info.n_mtp == 0 && fn != suite_throughput) {
+    o.model_path = path;
+    if (info.n_mtp == 0 && fn != suite_throughput && fn != bench_suite_long_context) {
         fprintf(stderr, "mtplx bench: %s has no MTP head: the %s suite needs one\n", path, suite);
         mtplx_model_free(model);
         return EXIT_RUNTIME;
@@ -435,7 +488,7 @@ int cmd_bench(int argc, char **argv) {
     cJSON_AddStringToObject(mo, "hash", hash);
     cJSON_AddNumberToObject(mo, "mtp_heads", info.n_mtp);
     cJSON *res = cJSON_AddObjectToObject(root, "results");
-    cJSON_AddNumberToObject(res, "tokens", o.n_tokens);
+    if (!own_tokens) cJSON_AddNumberToObject(res, "tokens", o.n_tokens); /* else the suite's */
     int rc = fn(model, &o, res);
     if (json_path) {
         char *t = cJSON_Print(root);
