@@ -41,7 +41,7 @@ static bool find_suite_file(const bench_opts *o, const char *suite, char *buf, s
     return false;
 }
 
-static const char *jstr(const cJSON *o, const char *k) {
+static const char *bs_jstr(const cJSON *o, const char *k) {
     const cJSON *v = cJSON_GetObjectItem(o, k);
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
@@ -90,10 +90,10 @@ bool bench_set_load(const bench_opts *o, const char *suite, bool fallback, bench
     const cJSON *it;
     cJSON_ArrayForEach(it, arr) {
         bench_prompt *p = &out->p[out->n];
-        p->name = jstr(it, "name");
-        p->text = jstr(it, "text");
-        p->kind = jstr(it, "kind") ? jstr(it, "kind") : "";
-        p->answer = jstr(it, "answer");
+        p->name = bs_jstr(it, "name");
+        p->text = bs_jstr(it, "text");
+        p->kind = bs_jstr(it, "kind") ? bs_jstr(it, "kind") : "";
+        p->answer = bs_jstr(it, "answer");
         if (!p->name || !p->text) {
             fprintf(stderr, "mtplx bench: %s: prompt %d needs \"name\" and \"text\" strings\n",
                     path, out->n);
