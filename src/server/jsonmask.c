@@ -343,6 +343,9 @@ static bool start_value(const jmask *m, jstate *s, int c) {
 }
 
 static bool feed(const jmask *m, jstate *s, int c) {
+    /* a NUL byte (byte-level vocabularies have a token for it) is never part
+     * of JSON text, and must not match a prefix / suffix terminator */
+    if (c == 0) return false;
     if (s->phase == P_PRE) {
         if (m->prefix && m->prefix[s->pos]) {
             if (m->prefix[s->pos] != c) return false;

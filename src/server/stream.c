@@ -431,7 +431,7 @@ long stream_read(stream_state *st, char *buf, size_t cap, int wait_ms) {
     }
     size_t n = st->pend.n - st->pend_off;
     if (n > cap) n = cap;
-    memcpy(buf, st->pend.p + st->pend_off, n);
+    if (n) memcpy(buf, st->pend.p + st->pend_off, n);
     st->pend_off += n;
     return (long)n;
 }
