@@ -210,7 +210,7 @@ static int suite_throughput(mtplx_model *m, const bench_opts *o, cJSON *res) {
         tune_cfg *c = &cfg[d];
         double step = c->n_forward ? (d ? c->t_verify_ms : c->t_decode_ms) / c->n_forward : 0;
         double tpf = c->n_forward ? (double)c->n_gen / c->n_forward : 0;
-        char name[16];
+        char name[24]; /* "depth " + any int32 */
         if (d) snprintf(name, sizeof name, "depth %d", d);
         else snprintf(name, sizeof name, "AR");
         printf("%-8s %9.1f %8.1f..%-8.1f %8.2f %7.2fx %11.2fx ", name, c->median, c->lo, c->hi,

@@ -153,7 +153,7 @@ int cmd_tune(int argc, char **argv) {
     for (int32_t d = 0; d <= plan.max_depth; d++) {
         tune_cfg *x = &cfg[d];
         med[d] = x->median;
-        char name[16];
+        char name[24]; /* "depth " + any int32 */
         if (d) snprintf(name, sizeof name, "depth %d", d);
         else snprintf(name, sizeof name, "AR");
         printf("%-8s %9.1f %8.1f..%-8.1f %9.2f %7.2fx ", name, x->median, x->lo, x->hi,
