@@ -172,7 +172,13 @@ test('metrics: Prometheus text that promtool accepts, counters move', async () =
   };
   const before = count(await get());
   await client.completions.create({ model: 'default', prompt: 'Once', max_tokens: 5, temperature: 0 });
-  const txt = await get();
+  // the scheduler books a finished generation just after the answer is
+  // sent: look again a bounded number of times
+  let txt = await get();
+  for (let i = 0; i < 40 && !(count(txt) >= before + 1); i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    txt = await get();
+  }
   assert.ok(count(txt) >= before + 1, 'generated tokens counter moved');
   const probe = spawnSync('promtool', ['--version']);
   if (probe.error) return; // Debian's prometheus package not installed: format checked above only
