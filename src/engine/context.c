@@ -167,24 +167,13 @@ mtplx_status mtplx_ctx_decode(mtplx_ctx *c, const int32_t *tokens, int32_t n, bo
         if (tokens[i] < 0 || tokens[i] >= V)
             return mtplx_fail(MTPLX_ERR_RANGE, "forward: token id %d is outside the vocabulary (0..%d)",
                               tokens[i], V - 1);
-    int64_t e = c->model->hp.n_embd;
     for (int32_t done = 0; done < n;) {
         int32_t m = n - done < c->n_batch ? n - done : c->n_batch;
-        memcpy(c->tokens + c->n_past, tokens + done, (size_t)m * sizeof(int32_t));
         mtplx_model_forward(c->model, c->be, &c->kv, &c->acts, tokens + done, m, c->n_past,
                             all_logits);
-        if (c->has_mtp)
-            mtplx_be_download(c->be, c->hist[0] + (int64_t)c->n_past * e, c->acts.hidden,
-                              (size_t)m * (size_t)e * sizeof(float));
-        c->n_past += m;
+        mtplx_ctx_commit_rows(c, &c->acts, 0, tokens + done, m, all_logits);
         done += m;
     }
-    c->valid[0] = c->n_past;
-    c->last_n = n < c->n_batch ? n : (n % c->n_batch ? n % c->n_batch : c->n_batch);
-    c->last_all = all_logits;
-    if (c->logits_host)
-        mtplx_be_download(c->be, c->logits_host, c->acts.logits,
-                          (size_t)(all_logits ? c->last_n : 1) * (size_t)V * sizeof(float));
     return MTPLX_OK;
 }
 
@@ -244,23 +233,24 @@ mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn 
 }
 
 void mtplx_ctx_commit_rows(mtplx_ctx *c, const mtplx_acts *a, int64_t row0, const int32_t *tokens,
-                           int32_t n) {
+                           int32_t n, bool all_logits) {
     int64_t e = c->model->hp.n_embd, V = c->model->hp.n_vocab;
-    MTPLX_ASSERT(c->n_past + n <= c->n_ctx && n <= c->acts.n_logits);
+    int64_t rows = all_logits ? n : 1; /* logits rows the forward kept */
+    MTPLX_ASSERT(c->n_past + n <= c->n_ctx && rows <= c->acts.n_logits);
     memcpy(c->tokens + c->n_past, tokens, (size_t)n * sizeof(int32_t));
     if (c->has_mtp)
         mtplx_be_download(c->be, c->hist[0] + (int64_t)c->n_past * e, a->hidden + row0 * e,
                           (size_t)n * (size_t)e * sizeof(float));
     if (a != &c->acts)
-        mtplx_be_copy(c->be, c->acts.logits, a->logits + row0 * V, (size_t)n * (size_t)V * sizeof(float));
+        mtplx_be_copy(c->be, c->acts.logits, a->logits + row0 * V, (size_t)(rows * V) * sizeof(float));
     else
         MTPLX_ASSERT(row0 == 0); /* the batch's host context holds the first rows */
     c->n_past += n;
     c->valid[0] = c->n_past;
     c->last_n = n;
-    c->last_all = true;
+    c->last_all = all_logits;
     if (c->logits_host)
-        mtplx_be_download(c->be, c->logits_host, c->acts.logits, (size_t)n * (size_t)V * sizeof(float));
+        mtplx_be_download(c->be, c->logits_host, c->acts.logits, (size_t)(rows * V) * sizeof(float));
 }
 
 mtplx_status mtplx_forward(mtplx_ctx *c, const int32_t *tokens, int32_t n, bool all_logits) {

@@ -153,52 +153,44 @@ static mtplx_status embed_encoder(mtplx_ctx *c, int32_t **ids, const size_t *len
     return st;
 }
 
-/* One text through the decoder, chunk by chunk; pooled final-normed rows. */
-static mtplx_status embed_decoder_one(mtplx_ctx *c, const int32_t *ids, int32_t len, float *out,
-                                      float *tmp) {
+/* Add k rows of h (pre-final-norm hidden states, one chunk of a text) to the
+ * pooled vector out: mean pooling sums the final-normed rows (the caller
+ * divides), CLS takes the text's first row, last-token its last. */
+static void pool_chunk(const mtplx_ctx *c, const float *h, int32_t k, bool first, bool last,
+                       float *out, float *tmp) {
     const mtplx_model *m = c->model;
     int64_t e = m->hp.n_embd;
     int mode = m->emb->pooling;
+    if (mode == MTPLX_POOL_MEAN) {
+        for (int32_t r = 0; r < k; r++) {
+            c->be->rmsnorm(c->be, h + (int64_t)r * e, m->output_norm, tmp, 1, e, m->hp.norm_eps);
+            for (int64_t j = 0; j < e; j++) out[j] += tmp[j];
+        }
+    } else if ((mode == MTPLX_POOL_CLS && first) || (mode == MTPLX_POOL_LAST && last)) {
+        int64_t r = mode == MTPLX_POOL_CLS ? 0 : k - 1;
+        c->be->rmsnorm(c->be, h + r * e, m->output_norm, out, 1, e, m->hp.norm_eps);
+    }
+}
+
+static void pool_finish(const mtplx_ctx *c, int32_t len, float *out) {
+    if (c->model->emb->pooling != MTPLX_POOL_MEAN) return;
+    for (int64_t j = 0; j < c->model->hp.n_embd; j++) out[j] /= (float)len;
+}
+
+/* One text through the decoder, chunk by chunk (texts longer than a batch). */
+static mtplx_status embed_decoder_one(mtplx_ctx *c, const int32_t *ids, int32_t len, float *out,
+                                      float *tmp) {
     MTPLX_TRY(mtplx_ctx_truncate(c, 0));
-    memset(out, 0, (size_t)e * sizeof(float));
+    memset(out, 0, (size_t)c->model->hp.n_embd * sizeof(float));
     for (int32_t done = 0; done < len;) {
         int32_t k = len - done < c->n_batch ? len - done : c->n_batch;
         MTPLX_TRY(mtplx_ctx_decode(c, ids + done, k, false));
         /* acts.hidden holds the k rows of this chunk, before the final norm */
-        if (mode == MTPLX_POOL_MEAN) {
-            for (int32_t r = 0; r < k; r++) {
-                c->be->rmsnorm(c->be, c->acts.hidden + (int64_t)r * e, m->output_norm, tmp, 1, e,
-                               m->hp.norm_eps);
-                for (int64_t j = 0; j < e; j++) out[j] += tmp[j];
-            }
-        } else if ((mode == MTPLX_POOL_CLS && done == 0) ||
-                   (mode == MTPLX_POOL_LAST && done + k == len)) {
-            int64_t r = mode == MTPLX_POOL_CLS ? 0 : k - 1;
-            c->be->rmsnorm(c->be, c->acts.hidden + r * e, m->output_norm, out, 1, e, m->hp.norm_eps);
-        }
+        pool_chunk(c, c->acts.hidden, k, done == 0, done + k == len, out, tmp);
         done += k;
     }
-    if (mode == MTPLX_POOL_MEAN)
-        for (int64_t j = 0; j < e; j++) out[j] /= (float)len;
+    pool_finish(c, len, out);
     return mtplx_ctx_truncate(c, 0);
-}
-
-/* Pool rows [0, len) of h (pre-final-norm hidden states) into out. */
-static void pool_decoder_rows(const mtplx_ctx *c, const float *h, int32_t len, float *out, float *tmp) {
-    const mtplx_model *m = c->model;
-    int64_t e = m->hp.n_embd;
-    int mode = m->emb->pooling;
-    memset(out, 0, (size_t)e * sizeof(float));
-    if (mode == MTPLX_POOL_MEAN) {
-        for (int32_t r = 0; r < len; r++) {
-            c->be->rmsnorm(c->be, h + (int64_t)r * e, m->output_norm, tmp, 1, e, m->hp.norm_eps);
-            for (int64_t j = 0; j < e; j++) out[j] += tmp[j];
-        }
-        for (int64_t j = 0; j < e; j++) out[j] /= (float)len;
-    } else {
-        int64_t r = mode == MTPLX_POOL_CLS ? 0 : len - 1;
-        c->be->rmsnorm(c->be, h + r * e, m->output_norm, out, 1, e, m->hp.norm_eps);
-    }
 }
 
 /* Texts through the decoder as ONE batched forward per group: each text is
@@ -242,8 +234,12 @@ static mtplx_status embed_decoder(mtplx_ctx *c, int32_t **ids, const size_t *len
             j++;
         }
         mtplx_model_forward_segs(m, c->be, &c->acts, toks, segs, ns, false);
-        for (int32_t k = i, r = 0; k < j; r += (int32_t)lens[k], k++)
-            pool_decoder_rows(c, c->acts.hidden + (int64_t)r * e, (int32_t)lens[k], out + (int64_t)k * e, tmp);
+        for (int32_t k = i, r = 0; k < j; r += (int32_t)lens[k], k++) {
+            float *o = out + (int64_t)k * e;
+            memset(o, 0, (size_t)e * sizeof(float));
+            pool_chunk(c, c->acts.hidden + (int64_t)r * e, (int32_t)lens[k], true, true, o, tmp);
+            pool_finish(c, (int32_t)lens[k], o);
+        }
         i = j;
     }
     free(tmp);

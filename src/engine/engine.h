@@ -88,9 +88,8 @@ typedef int32_t (*mtplx_draft_fn)(void *user, int32_t d, float *logits, const in
 mtplx_status mtplx_mtp_draft(mtplx_ctx *ctx, int32_t x, int32_t k, mtplx_draft_fn fn, void *user,
                              int32_t *out);
 
-/* One MTP step (spec.c): draft k tokens after `pending`, verify, accept.
- * out receives the committed tokens (accepted drafts then the correction or
- * bonus token) and src their sources; returns how many (1..k+1). */
+/* What one MTP step committed: the accepted drafts, then the correction or
+ * bonus token (n = 1..k+1), with their sources. */
 typedef struct mtplx_step_result {
     int32_t n;
     int32_t ids[MTPLX_MAX_DRAFT + 1];
@@ -122,13 +121,12 @@ bool mtplx_accept_or_residual(float *p, const float *q, int32_t V, int32_t x, do
 mtplx_status mtplx_spec_draft(mtplx_ctx *ctx, mtplx_gen_state *gs, int32_t x, int32_t k, int32_t *d);
 void mtplx_spec_accept(mtplx_ctx *ctx, mtplx_gen_state *gs, const int32_t *d, int32_t k,
                        mtplx_step_result *res);
-/* Store what a forward of tokens [n] at n_past did (tokens, hidden states
- * from acts rows [row0, row0+n), logits), as mtplx_ctx_decode does: used
- * after a batched forward whose rows were copied into this context. */
+/* Store what a forward of tokens [n] at n_past did: the tokens, the hidden
+ * states of acts rows [row0, row0+n), the logits (all n rows, or only the
+ * last when !all_logits); a may be another context's activations (a
+ * batched forward). mtplx_ctx_decode calls it after each chunk. */
 void mtplx_ctx_commit_rows(mtplx_ctx *ctx, const mtplx_acts *a, int64_t row0, const int32_t *tokens,
-                           int32_t n);
+                           int32_t n, bool all_logits);
 
-mtplx_status mtplx_spec_step(mtplx_ctx *ctx, mtplx_gen_state *gs, int32_t pending, int32_t depth,
-                             mtplx_step_result *res);
 
 #endif

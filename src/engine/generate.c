@@ -355,7 +355,7 @@ mtplx_status mtplx_gen_step_many(mtplx_gen **gens, int32_t n, mtplx_token_cb cb,
         for (int32_t j = b1 - 1, r = rows; j >= b0; j--) {
             mtplx_gen *g = batch[j];
             r -= g->k + 1;
-            mtplx_ctx_commit_rows(g->c, &host->acts, r, g->batch, g->k + 1);
+            mtplx_ctx_commit_rows(g->c, &host->acts, r, g->batch, g->k + 1, true);
         }
         double share = (mtplx_time_ms() - t0) / (b1 - b0);
         for (int32_t j = b0; j < b1; j++) {

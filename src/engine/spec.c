@@ -11,6 +11,10 @@
  * temperature 0 both distributions are one-hot and the test reduces to
  * "accept while d_i == argmax p_{i-1}", so greedy text equals AR text.
  *
+ * Here are the draft (mtplx_spec_draft) and accept (mtplx_spec_accept) parts;
+ * the verify forward between them is run by generate.c, for one context
+ * (mtplx_gen_step) or for several at once (mtplx_gen_step_many).
+ *
  * Caches: the trunk cache simply drops rejected positions (n_past moves back);
  * the head's streams catch up from the verified hidden states at the start
  * of the next draft (mtplx_mtp_draft), so no extra trunk forward runs. */
@@ -130,20 +134,4 @@ void mtplx_spec_accept(mtplx_ctx *c, mtplx_gen_state *gs, const int32_t *d, int3
     c->n_past = (int32_t)(N + 1 + a);
     c->valid[0] = c->n_past;
     c->last_n = 0; /* the rows stay readable through res->logits until the next forward */
-}
-
-mtplx_status mtplx_spec_step(mtplx_ctx *c, mtplx_gen_state *gs, int32_t x, int32_t k,
-                             mtplx_step_result *res) {
-    /* 1. draft: stream d of the head gives q_d (see mtplx_mtp_draft); each
-     *    draft is sampled from it with its own RNG stream. */
-    int32_t batch[MTPLX_MAX_DRAFT + 1];
-    MTPLX_TRY(mtplx_spec_draft(c, gs, x, k, batch + 1));
-    /* 2. verify all k+1 positions in one forward. */
-    double t1 = mtplx_time_ms();
-    batch[0] = x;
-    MTPLX_TRY(mtplx_ctx_decode(c, batch, k + 1, true));
-    /* 3. accept or correct, position by position; 4. roll back. */
-    mtplx_spec_accept(c, gs, batch + 1, k, res);
-    if (gs->stats) gs->stats->t_verify_ms += mtplx_time_ms() - t1;
-    return MTPLX_OK;
 }
