@@ -121,7 +121,7 @@ test("completion mode streams coloured tokens, tok/s and acceptance; no outside 
   const prompt = "It was a dark and stormy night, and";
   await page.fill("#input", prompt);
   await page.press("#input", "Enter");
-  await page.waitForSelector(".msg.assistant .tok.drafted", { timeout: 60000 });
+  await page.waitForSelector(".msg.assistant .tok.drafted", { state: "attached", timeout: 60000 });
   await page.waitForSelector("#stop", { state: "hidden", timeout: 120000 });
 
   const reply = await page.$eval(".msg.assistant .content", (el) => el.textContent);
