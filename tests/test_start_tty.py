@@ -127,8 +127,8 @@ def main():
             fail("Ctrl-C took too long")
 
         # Ctrl-C at the prompt drops the half-typed line and keeps the program
-        t.send("half a line")
-        t.expect(r"half a line$")
+        t.send("half a line, café")  # UTF-8 typed at the prompt echoes whole
+        t.expect(r"half a line, café$", what="the typed line echoed")
         t.send(b"\x03")
         t.expect(r"\^C\s*\n> $", what="a fresh prompt after Ctrl-C at the prompt")
         t.send("/depth 3\r")

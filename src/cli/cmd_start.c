@@ -14,7 +14,11 @@
 
 #include <cjson/cJSON.h>
 #include <editline/readline.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <locale.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,20 +266,71 @@ static char *render_chat(const char *tmpl, const cJSON *messages, const char *sy
     return st == MTPLX_OK ? full : NULL;
 }
 
+/* The prompt's key reader, in place of libedit's read(). SIGINT stays
+ * blocked while libedit works and is let through only inside ppoll(), so a
+ * Ctrl-C that lands anywhere (before the read, between keys, or while the
+ * terminal is still in cooked mode) is never lost: the handler sets the flag,
+ * ppoll fails with EINTR, and returning -1 makes readline() give up the line
+ * (libedit treats it as end of input, whatever was typed). UTF-8 is decoded
+ * here because libedit takes the result as one wide character.
+ * On a terminal the bytes come through a second, non-blocking descriptor of
+ * the same tty: the Ctrl-C that ends a poll may also flush the typed input,
+ * and a blocking read would then sleep with SIGINT held back. */
+static sigset_t prompt_wait_mask;
+static int prompt_fd = -1;
+
+static int prompt_byte(int fd) {
+    for (;;) {
+        if (interrupted) return -1;
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        int r = ppoll(&pf, 1, NULL, &prompt_wait_mask);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        unsigned char c;
+        ssize_t n = read(fd, &c, 1);
+        if (n == 1) return c;
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+        return -1; /* end of input */
+    }
+}
+
+static int prompt_getc(FILE *f) {
+    int fd = prompt_fd >= 0 && isatty(fileno(f)) ? prompt_fd : fileno(f);
+    int c = prompt_byte(fd);
+    if (c < 0x80) return c; /* ASCII or -1 */
+    int extra = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
+    int cp = extra == 3 ? c & 0x07 : extra == 2 ? c & 0x0F : c & 0x1F;
+    if (!extra) return 0xFFFD; /* a stray continuation byte */
+    for (int i = 0; i < extra; i++) {
+        int b = prompt_byte(fd);
+        if (b < 0) return -1;
+        if ((b & 0xC0) != 0x80) return 0xFFFD;
+        cp = (cp << 6) | (b & 0x3F);
+    }
+    return cp;
+}
+
 /* Read one input, joining lines that end in a backslash. NULL on end of
  * input. Ctrl-C at the prompt drops the line being typed (like a shell)
- * instead of killing the program: the handler only sets a flag; libedit's
- * read then fails with EINTR and readline() returns NULL, which the flag
- * tells apart from Ctrl-D. */
+ * instead of killing the program; the flag tells it apart from Ctrl-D. */
 static char *read_input(void) {
     strbuf in = {0};
     const char *prompt = "> ";
     struct sigaction sa = {0}, old;
     sa.sa_handler = on_sigint; /* no SA_RESTART */
+    sigset_t intr, saved;
+    sigemptyset(&intr);
+    sigaddset(&intr, SIGINT);
     for (;;) {
         interrupted = 0;
+        sigprocmask(SIG_BLOCK, &intr, &saved);
+        prompt_wait_mask = saved;
+        sigdelset(&prompt_wait_mask, SIGINT);
         sigaction(SIGINT, &sa, &old);
         char *line = readline(prompt);
+        sigprocmask(SIG_SETMASK, &saved, NULL); /* a late Ctrl-C lands here, harmlessly */
         sigaction(SIGINT, &old, NULL);
         if (!line && interrupted) {
             printf("^C\n");
@@ -397,6 +452,13 @@ int cmd_start(int argc, char **argv) {
     mtplx_gen_stats last = {0};
     int32_t used = 0;
     gp.sampling.seed = (uint64_t)time(NULL);
+    /* libedit edits wide characters: give it a UTF-8 character type (only
+     * LC_CTYPE, so numbers keep printing with a '.') */
+    const char *ct = setlocale(LC_CTYPE, "");
+    if (!ct || (!strstr(ct, "UTF-8") && !strstr(ct, "utf8"))) setlocale(LC_CTYPE, "C.UTF-8");
+    if (isatty(STDIN_FILENO) && ttyname(STDIN_FILENO))
+        prompt_fd = open(ttyname(STDIN_FILENO), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    rl_getc_function = prompt_getc; /* before libedit initialises */
     using_history();
     for (;;) {
         char *text = read_input();
@@ -542,6 +604,8 @@ int cmd_start(int argc, char **argv) {
     cJSON_Delete(messages);
     free(system);
     free(history.buf);
+    if (prompt_fd >= 0) close(prompt_fd);
+    prompt_fd = -1;
     mtplx_ctx_free(ctx);
     mtplx_model_free(model);
     return EXIT_OK;

@@ -6,6 +6,7 @@
 
 #include "mtplx.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -79,6 +80,11 @@ mtplx_status mtplx_threadpool_new(int n_threads, mtplx_threadpool **out);
 void mtplx_threadpool_free(mtplx_threadpool *tp);
 int mtplx_threadpool_size(const mtplx_threadpool *tp);
 void mtplx_threadpool_run(mtplx_threadpool *tp, mtplx_task_fn fn, void *arg);
+
+/* pthread_create with every signal blocked in the new thread: a library
+ * thread must never take the program's SIGINT (the terminal chat relies on
+ * Ctrl-C interrupting the main thread's read). Returns pthread_create's code. */
+int mtplx_thread_create(pthread_t *th, void *(*fn)(void *), void *arg);
 /* Split [0, n) into nth near-equal ranges; range of thread ith. */
 static inline void mtplx_split(int64_t n, int ith, int nth, int64_t *lo, int64_t *hi) {
     int64_t per = (n + nth - 1) / nth;

@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 
 #define SPIN_ITERS 100000
@@ -87,7 +88,7 @@ mtplx_status mtplx_threadpool_new(int n_threads, mtplx_threadpool **out) {
         }
         wa->tp = tp;
         wa->ith = i;
-        if (pthread_create(&tp->threads[i], NULL, worker, wa) != 0) {
+        if (mtplx_thread_create(&tp->threads[i], worker, wa) != 0) {
             free(wa);
             tp->n = i;
             mtplx_threadpool_free(tp);
@@ -96,6 +97,15 @@ mtplx_status mtplx_threadpool_new(int n_threads, mtplx_threadpool **out) {
     }
     *out = tp;
     return MTPLX_OK;
+}
+
+int mtplx_thread_create(pthread_t *th, void *(*fn)(void *), void *arg) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = pthread_create(th, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
 }
 
 void mtplx_threadpool_free(mtplx_threadpool *tp) {

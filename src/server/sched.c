@@ -7,6 +7,7 @@
  * the draft depth is capped so a round stays near BATCH_ROWS rows. Requests
  * wait in a bounded FIFO; a free slot is given to the oldest request,
  * preferring the slot whose cache shares the longest prefix with its prompt. */
+#include "core/core.h"
 #include "server/srv.h"
 
 #include <stdio.h>
@@ -112,7 +113,7 @@ mtplx_status srv_sched_new(mtplx_model *model, const srv_sched_params *p, srv_me
         if (i == 0) cp.n_ctx = mtplx_ctx_n_ctx(s->slots[0].ctx);
     }
     s->n_ctx = mtplx_ctx_n_ctx(s->slots[0].ctx);
-    if (pthread_create(&s->th, NULL, sched_main, s) != 0) {
+    if (mtplx_thread_create(&s->th, sched_main, s) != 0) {
         srv_sched_free(s);
         return MTPLX_ERR_INTERNAL;
     }
