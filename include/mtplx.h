@@ -228,6 +228,12 @@ typedef struct mtplx_gen_params {
     bool ignore_eos;
     mtplx_mask_cb mask;
     void *mask_user;
+    /* The MTP head drafts over the first draft_vocab token ids only (BPE and
+     * SentencePiece vocabularies put frequent tokens first), so each draft
+     * step reads that share of the output matrix. Exact whatever the value:
+     * q is 0 outside the subset and the rejection test corrects for it.
+     * 0 = automatic (mtplx_draft_vocab_auto), -1 = the whole vocabulary. */
+    int32_t draft_vocab;
 } mtplx_gen_params;
 
 mtplx_gen_params mtplx_gen_default_params(void);

@@ -26,15 +26,17 @@ static void greedy_equal(void **state) {
     memset(&ar, 0, sizeof ar);
     assert_int_equal(mtplx_generate(c, prompt, 5, &gp, tu_collect_cb, &ar, NULL), MTPLX_OK);
     assert_int_equal(ar.n, 96);
-    for (int depth = 1; depth <= 4; depth++) {
+    for (int depth = 1; depth <= 6; depth++) {
         memset(&sp, 0, sizeof sp);
-        gp.draft_depth = depth;
+        gp.draft_depth = depth > 4 ? depth - 3 : depth;
+        gp.draft_vocab = depth > 4 ? 64 : -1; /* depths 2 and 3 again, drafting over ids < 64 */
         mtplx_gen_stats st;
         assert_int_equal(mtplx_generate(c, prompt, 5, &gp, tu_collect_cb, &sp, &st), MTPLX_OK);
         assert_int_equal(sp.n, 96);
         for (int i = 0; i < 96; i++) {
             if (ar.ids[i] != sp.ids[i])
-                fail_msg("depth %d: token %d differs: AR %d, MTP %d", depth, i, ar.ids[i], sp.ids[i]);
+                fail_msg("depth %d (draft vocab %d): token %d differs: AR %d, MTP %d", gp.draft_depth,
+                         gp.draft_vocab, i, ar.ids[i], sp.ids[i]);
         }
         assert_true(st.n_forward < 96); /* at least something was accepted... */
         assert_true(st.drafted[0] > 0);
@@ -51,8 +53,10 @@ static double chi2_sf(double x, double k) {
 }
 
 #define TOPK 4
-static void distribution_exact(void **state) {
-    (void)state;
+/* draft_vocab: the draft's support (mtplx_gen_params.draft_vocab); a small
+ * one leaves some target tokens out of q entirely, which only the residual
+ * can produce. */
+static void joint_distribution(int32_t draft_vocab, int N) {
     tu_bigram_noise = 2.0f; /* drafts close to the target: accept, reject and bonus all run */
     mtplx_model *m = tu_random_model(1, 0.05f);
     tu_bigram_noise = -1.0f;
@@ -107,7 +111,6 @@ static void distribution_exact(void **state) {
         }
     }
     /* MTP samples at depth 2 */
-    const int N = 20000;
     static int count[MAXC];
     memset(count, 0, sizeof count);
     mtplx_gen_params gp = mtplx_gen_default_params();
@@ -115,7 +118,8 @@ static void distribution_exact(void **state) {
     gp.max_tokens = 3;
     gp.ignore_eos = true;
     gp.draft_depth = 2;
-    int drafted_ok = 0;
+    gp.draft_vocab = draft_vocab;
+    int drafted_ok = 0, outside = 0;
     for (int s = 0; s < N; s++) {
         tu_collect got;
         memset(&got, 0, sizeof got);
@@ -124,6 +128,7 @@ static void distribution_exact(void **state) {
         assert_int_equal(mtplx_generate(c, prompt, np, &gp, tu_collect_cb, &got, &st), MTPLX_OK);
         assert_int_equal(got.n, 3);
         drafted_ok += got.by_src[MTPLX_SRC_DRAFTED];
+        for (int i = 0; i < 3; i++) outside += draft_vocab > 0 && got.ids[i] >= draft_vocab;
         int k = 0;
         while (k < ncell && !(cell[k][0] == got.ids[0] && cell[k][1] == got.ids[1] && cell[k][2] == got.ids[2])) k++;
         if (k == ncell) fail_msg("sample %d: (%d %d %d) has probability 0", s, got.ids[0], got.ids[1], got.ids[2]);
@@ -147,15 +152,27 @@ static void distribution_exact(void **state) {
         df++;
     }
     double pval = chi2_sf(chi, df);
-    print_message("joint of 3 tokens: %d cells, chi2 %.1f on %d df, p = %.3g; %d drafted tokens accepted\n",
-                  ncell, chi, df, pval, drafted_ok);
-    assert_true(drafted_ok > N / 4); /* the accept path ran often */
+    print_message("joint of 3 tokens, draft vocab %d: %d cells, chi2 %.1f on %d df, p = %.3g; "
+                  "%d drafted tokens accepted, %d tokens from outside the draft's vocabulary\n",
+                  draft_vocab, ncell, chi, df, pval, drafted_ok, outside);
+    assert_true(drafted_ok > (draft_vocab > 0 ? N / 10 : N / 4)); /* the accept path ran often */
+    if (draft_vocab > 0) assert_true(outside > N / 20); /* and the residual-only tokens did occur */
     assert_true(pval > 1e-6);
     free(dist);
     free(work);
     free(idx);
     mtplx_ctx_free(c);
     mtplx_model_free(m);
+}
+
+static void distribution_exact(void **state) {
+    (void)state;
+    joint_distribution(-1, 20000); /* the whole vocabulary */
+}
+
+static void distribution_exact_draft_vocab(void **state) {
+    (void)state;
+    joint_distribution(256, 12000); /* the draft covers half of the 512 ids */
 }
 
 /* The sampler's transforms against a direct computation. */
@@ -473,6 +490,7 @@ int main(void) {
         cmocka_unit_test(rejection_sampler_exact),
         cmocka_unit_test(greedy_equal),
         cmocka_unit_test(distribution_exact),
+        cmocka_unit_test(distribution_exact_draft_vocab),
         cmocka_unit_test(cache_integrity),
         cmocka_unit_test(long_prompt_and_interleaved_steps),
         cmocka_unit_test(batched_step_many),

@@ -28,6 +28,9 @@ static void help(void) {
            "  -c, --ctx N             context length (default: min(model, 4096))\n"
            "      --draft-depth K     MTP draft depth 0..8 (default 3 when the model has a head)\n"
            "      --no-mtp            plain autoregressive decoding\n"
+           "      --draft-vocab N     the head drafts over the first N token ids only\n"
+           "                          (exact for any N; default: a quarter of the\n"
+           "                          vocabulary, at least 2048; -1 = all of it)\n"
            "      --adaptive          adapt the draft depth to the running acceptance\n"
            "      --no-adaptive       fixed draft depth (overrides the sustained mode)\n"
            "      --mode M            turbo | sustained | burst | auto (default auto: burst\n"
@@ -52,7 +55,7 @@ static int on_token(const mtplx_token_event *ev, void *user) {
 
 int cmd_run(int argc, char **argv) {
     enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_PRES, O_FREQ, O_DEPTH, O_NOMTP,
-           O_ADAPT, O_IGNEOS, O_KVF32, O_TOK, O_NOSPEC, O_MODE, O_NOADAPT, O_DEVICE };
+           O_ADAPT, O_IGNEOS, O_KVF32, O_TOK, O_NOSPEC, O_MODE, O_NOADAPT, O_DEVICE, O_DVOCAB };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},     {"prompt", required_argument, 0, 'p'},
         {"file", required_argument, 0, 'f'},      {"n-predict", required_argument, 0, 'n'},
@@ -69,6 +72,7 @@ int cmd_run(int argc, char **argv) {
         {"tokenizer", required_argument, 0, O_TOK}, {"no-special", no_argument, 0, O_NOSPEC},
         {"mode", required_argument, 0, O_MODE},   {"no-adaptive", no_argument, 0, O_NOADAPT},
         {"batch", required_argument, 0, 'b'},     {"device", required_argument, 0, O_DEVICE},
+        {"draft-vocab", required_argument, 0, O_DVOCAB},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     const char *model_arg = NULL, *prompt = NULL, *file = NULL;
     mtplx_gen_params gp = mtplx_gen_default_params();
@@ -147,6 +151,10 @@ int cmd_run(int argc, char **argv) {
             cp.n_batch = (int32_t)iv;
             break;
         case O_IGNEOS: gp.ignore_eos = true; break;
+        case O_DVOCAB:
+            if (!cli_parse_int("run", "--draft-vocab", optarg, -1, 1 << 24, &iv)) return EXIT_USAGE;
+            gp.draft_vocab = iv == 0 ? -1 : (int32_t)iv; /* 0 reads as "no limit" too */
+            break;
         case O_KVF32: cp.kv_f32 = true; break;
         case O_DEVICE:
             if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)

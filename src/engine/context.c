@@ -5,6 +5,8 @@
 #include "engine/engine.h"
 #include "kernels/kernels.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 mtplx_ctx_params mtplx_ctx_default_params(void) {
@@ -211,8 +213,8 @@ mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn 
                                                     : c->spec[d - 1] + (int64_t)(j - spec_lo[d - 1]) * e;
                 mtplx_be_upload(c->be, c->stage + (int64_t)r * e, g, (size_t)e * sizeof(float));
             }
-            mtplx_mtp_forward(m, 0, c->be, &c->mtp_kv[d - 1], &c->mtp_acts, c->stage_tok, c->stage,
-                              rows, a);
+            mtplx_mtp_forward_vocab(m, 0, c->be, &c->mtp_kv[d - 1], &c->mtp_acts, c->stage_tok,
+                                    c->stage, rows, a, c->draft_n_out);
             for (int32_t r = 0; r < rows; r++) {
                 int32_t j = a + r;
                 float *dst = j < ce ? c->hist[d] + (int64_t)j * e : c->spec[d] + (int64_t)(j - ce) * e;
@@ -223,13 +225,33 @@ mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn 
         }
         c->valid[d] = ce;
         float *ql = c->mtp_acts.logits;
+        int32_t n_out = c->draft_n_out > 0 && c->draft_n_out < m->hp.n_vocab ? c->draft_n_out : m->hp.n_vocab;
         if (c->mtp_logits_host) {
             ql = c->mtp_logits_host;
-            mtplx_be_download(c->be, ql, c->mtp_acts.logits, (size_t)m->hp.n_vocab * sizeof(float));
+            mtplx_be_download(c->be, ql, c->mtp_acts.logits, (size_t)n_out * sizeof(float));
         }
+        for (int32_t t = n_out; t < m->hp.n_vocab; t++) ql[t] = -INFINITY;
         drafts[d - 1] = fn(user, d, ql, drafts);
     }
     return MTPLX_OK;
+}
+
+/* Automatic draft vocabulary: the first quarter of the ids, at least 2048.
+ * On the built-in model (8192 ids) the first 2048 cover 83% of held-out
+ * tokens; drafting over them kept 0.77/0.81/0.89 of the full head's
+ * 0.78/0.86/0.93 acceptance and cut the draft's output matrix by 4x, for
+ * about 1.1-1.15x the tokens/s at depth 3 (1 thread, this AVX2 machine). */
+static int32_t draft_vocab_auto(int32_t V) {
+    int32_t n = V / 4;
+    return n < 2048 ? 2048 : n;
+}
+
+int32_t mtplx_draft_vocab_resolve(const mtplx_ctx *c, int32_t requested) {
+    int32_t V = c->model->hp.n_vocab;
+    if (strcmp(c->be->name, "cpu") != 0 || requested < 0) return V;
+    if (requested == 0) requested = draft_vocab_auto(V);
+    int32_t n = (requested + 7) / 8 * 8;
+    return n < V ? n : V;
 }
 
 void mtplx_ctx_commit_rows(mtplx_ctx *c, const mtplx_acts *a, int64_t row0, const int32_t *tokens,

@@ -32,6 +32,7 @@ struct mtplx_ctx {
     float *hist[MTPLX_MAX_DRAFT];      /* hist[0] = h, hist[d] = g_d: [n_ctx][n_embd] */
     float *spec[MTPLX_MAX_DRAFT + 1];  /* speculative g_d rows of this step: [MAX][n_embd] */
     int32_t valid[MTPLX_MAX_DRAFT + 1];/* valid[d]: rows of stream d cached (valid[0] = n_past) */
+    int32_t draft_n_out;               /* vocabulary prefix the head drafts over (0 = all) */
     float *stage;                      /* [n_batch][n_embd] head input staging */
     int32_t *stage_tok;                /* [n_batch] */
     /* sampling workspace: target p_0..p_k and draft q_1..q_k, each [n_vocab] */
@@ -87,6 +88,11 @@ void mtplx_ctx_heads_keep(mtplx_ctx *ctx, int32_t common);
 typedef int32_t (*mtplx_draft_fn)(void *user, int32_t d, float *logits, const int32_t *drafts);
 mtplx_status mtplx_mtp_draft(mtplx_ctx *ctx, int32_t x, int32_t k, mtplx_draft_fn fn, void *user,
                              int32_t *out);
+/* The number of leading token ids the head drafts over for a requested
+ * mtplx_gen_params.draft_vocab (0 = automatic, -1 = all): a multiple of 8,
+ * at most n_vocab; the whole vocabulary off the CPU backend. Logits past it
+ * reach the draft function as -INFINITY. */
+int32_t mtplx_draft_vocab_resolve(const mtplx_ctx *ctx, int32_t requested);
 
 /* What one MTP step committed: the accepted drafts, then the correction or
  * bonus token (n = 1..k+1), with their sources. */

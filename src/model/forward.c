@@ -110,12 +110,20 @@ static void layer_forward(const mtplx_model *m, const mtplx_layer *L, mtplx_back
     be->add(be, a->x, a->xb, n * e);
 }
 
-/* Final norm + lm_head for rows [first, first+cnt) of a->x into a->logits. */
+/* Final norm + lm_head for rows [first, first+cnt) of a->x into a->logits;
+ * n_out < n_vocab: the first n_out outputs only (rows of the output matrix
+ * are whole rows in both the plain and the prepared 8-row-tile layouts, so a
+ * prefix of them is itself a valid weight). */
 static void head(const mtplx_model *m, const float *norm, mtplx_backend *be, mtplx_acts *a,
-                 int64_t first, int64_t cnt) {
+                 int64_t first, int64_t cnt, int64_t n_out) {
     int64_t e = m->hp.n_embd;
     be->rmsnorm(be, a->x + first * e, norm, a->xb, cnt, e, m->hp.norm_eps);
-    be->matmul(be, &m->output, NULL, a->xb, cnt, a->logits);
+    mtplx_weight w = m->output;
+    if (n_out > 0 && n_out < w.m) {
+        MTPLX_ASSERT(n_out % 8 == 0 && cnt == 1);
+        w.m = n_out;
+    }
+    be->matmul(be, &w, NULL, a->xb, cnt, a->logits);
 }
 
 void mtplx_model_forward_segs(const mtplx_model *m, mtplx_backend *be, mtplx_acts *a,
@@ -131,8 +139,8 @@ void mtplx_model_forward_segs(const mtplx_model *m, mtplx_backend *be, mtplx_act
     for (int l = 0; l < m->hp.n_layer; l++) layer_forward(m, &m->layers[l], be, l, a, segs, nseg);
     mtplx_be_copy(be, a->hidden, a->x, (size_t)(n * e) * sizeof(float));
     MTPLX_ASSERT(!all_logits || n <= a->n_logits);
-    if (all_logits) head(m, m->output_norm, be, a, 0, n);
-    else head(m, m->output_norm, be, a, n - 1, 1);
+    if (all_logits) head(m, m->output_norm, be, a, 0, n, 0);
+    else head(m, m->output_norm, be, a, n - 1, 1, 0);
 }
 
 void mtplx_model_forward(const mtplx_model *m, mtplx_backend *be, mtplx_kv *kv, mtplx_acts *a,
@@ -144,6 +152,12 @@ void mtplx_model_forward(const mtplx_model *m, mtplx_backend *be, mtplx_kv *kv, 
 void mtplx_mtp_forward(const mtplx_model *m, int hi, mtplx_backend *be, mtplx_kv *kv,
                        mtplx_acts *a, const int32_t *tokens, const float *hidden, int64_t n,
                        int64_t pos0) {
+    mtplx_mtp_forward_vocab(m, hi, be, kv, a, tokens, hidden, n, pos0, 0);
+}
+
+void mtplx_mtp_forward_vocab(const mtplx_model *m, int hi, mtplx_backend *be, mtplx_kv *kv,
+                             mtplx_acts *a, const int32_t *tokens, const float *hidden, int64_t n,
+                             int64_t pos0, int64_t n_out) {
     MTPLX_ASSERT(hi >= 0 && hi < m->n_mtp && n > 0 && n <= a->n_max && pos0 + n <= kv->n_ctx);
     const mtplx_mtp_head *h = &m->mtp[hi];
     int64_t e = m->hp.n_embd;
@@ -159,5 +173,5 @@ void mtplx_mtp_forward(const mtplx_model *m, int hi, mtplx_backend *be, mtplx_kv
     mtplx_seg seg = {kv, pos0, n};
     layer_forward(m, &h->layer, be, 0, a, &seg, 1);
     mtplx_be_copy(be, a->hidden, a->x, (size_t)(n * e) * sizeof(float));
-    head(m, h->norm, be, a, n - 1, 1);
+    head(m, h->norm, be, a, n - 1, 1, n_out);
 }

@@ -133,5 +133,11 @@ void mtplx_model_forward(const mtplx_model *m, mtplx_backend *be, mtplx_kv *kv, 
 void mtplx_mtp_forward(const mtplx_model *m, int head, mtplx_backend *be, mtplx_kv *kv,
                        mtplx_acts *a, const int32_t *tokens, const float *hidden, int64_t n,
                        int64_t pos0);
+/* The same with logits for the first n_out vocabulary entries only (0 or
+ * n_vocab = all; n_out a multiple of 8 when below n_vocab): row 0 of
+ * a->logits holds those n_out values. */
+void mtplx_mtp_forward_vocab(const mtplx_model *m, int head, mtplx_backend *be, mtplx_kv *kv,
+                             mtplx_acts *a, const int32_t *tokens, const float *hidden, int64_t n,
+                             int64_t pos0, int64_t n_out);
 
 #endif
