@@ -147,7 +147,13 @@ static void f32_to_f16_ref(const float *x, uint16_t *y, int64_t n) {
 }
 
 /* ---- attention for one (token, head) ---- */
+/* Element idx of a cache laid out as [n_ctx][row]: for Q8_0 the row is a
+ * whole number of blocks, so element idx is value idx % 32 of block idx / 32. */
 static inline float kv_at(int type, const void *base, size_t idx) {
+    if (type == MTPLX_TYPE_Q8_0) {
+        const block_q8_0 *b = (const block_q8_0 *)base + idx / QK8_0;
+        return mtplx_fp16_to_fp32(b->d) * (float)(int8_t)b->qs[idx % QK8_0];
+    }
     return type == MTPLX_TYPE_F16 ? mtplx_fp16_to_fp32(((const uint16_t *)base)[idx])
                                   : ((const float *)base)[idx];
 }
