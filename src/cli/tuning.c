@@ -717,3 +717,38 @@ int cli_apply_mode(const mtplx_model *model, const char *model_path, const char 
     if (plan_out) *plan_out = plan;
     return EXIT_OK;
 }
+
+/* ---- the server's side (serve, start --web) ---- */
+
+void cli_serve_mode_init(cli_serve_mode *m) {
+    memset(m, 0, sizeof *m);
+    m->gp = mtplx_gen_default_params();
+    m->cp = mtplx_ctx_default_params();
+    m->cp.kv_type = CLI_KV_AUTO;
+}
+
+static mtplx_status serve_on_model(const mtplx_model *model, mtplx_server_params *sp, void *user) {
+    cli_serve_mode *m = user;
+    if (cli_apply_mode(model, sp->model_path, m->mode, 0, &m->gp, &m->cp, NULL, &m->plan) != EXIT_OK)
+        return mtplx_fail(MTPLX_ERR_ARG, "--mode %s: expected turbo, sustained, burst or auto", m->mode);
+    if (m->no_adaptive) m->gp.adaptive_depth = m->plan.adaptive = false;
+    cli_mode_print(&m->plan, stderr);
+    sp->n_ctx = m->cp.n_ctx;
+    sp->n_threads = m->cp.n_threads;
+    sp->n_batch = m->cp.n_batch;
+    sp->kv_type = m->cp.kv_type;
+    sp->device = m->cp.device;
+    sp->draft_depth = m->gp.draft_depth;
+    sp->adaptive_depth = m->gp.adaptive_depth;
+    return MTPLX_OK;
+}
+
+static int32_t serve_depth_for(int32_t n_positions, void *user) {
+    return cli_mode_depth_at(&((cli_serve_mode *)user)->plan, n_positions);
+}
+
+void cli_serve_mode_attach(mtplx_server_params *sp, cli_serve_mode *m) {
+    sp->on_model = serve_on_model;
+    sp->depth_for = serve_depth_for;
+    sp->user = m;
+}

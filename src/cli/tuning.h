@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "core/hwinfo.h"
+#include "server/server.h"
 
 /* ------------------------------------------------------------------ */
 /* The store                                                           */
@@ -205,6 +206,23 @@ void cli_mode_print(const cli_mode_plan *p, FILE *log);
 int cli_apply_mode(const mtplx_model *model, const char *model_path, const char *mode,
                    int32_t n_expected, mtplx_gen_params *gp, mtplx_ctx_params *cp, FILE *log,
                    cli_mode_plan *plan_out);
+
+/* The same for the server (`serve`, `start --web`), which loads the model
+ * itself: fill gp / cp with the flags as above (cp.kv_type = CLI_KV_AUTO
+ * unless given), then cli_serve_mode_attach(&sp, &m): the server calls back
+ * once the model is loaded, the mode is resolved and printed to stderr and
+ * the server's params filled from it; in sustained mode each request that
+ * does not ask for a depth gets cli_mode_depth_at(prompt + max tokens). m
+ * must outlive mtplx_server_run. */
+typedef struct cli_serve_mode {
+    const char *mode;      /* --mode, NULL = auto (turbo, or sustained for --ctx > 8192) */
+    bool no_adaptive;      /* --no-adaptive */
+    mtplx_gen_params gp;   /* draft_depth, adaptive_depth from the flags */
+    mtplx_ctx_params cp;   /* n_ctx, n_threads, n_batch, kv_type, device from the flags */
+    cli_mode_plan plan;    /* filled when the model is loaded */
+} cli_serve_mode;
+void cli_serve_mode_init(cli_serve_mode *m);
+void cli_serve_mode_attach(mtplx_server_params *sp, cli_serve_mode *m);
 
 /* Median of n doubles (sorts a copy; 0 when n == 0). */
 double tune_median(const double *v, int n);
