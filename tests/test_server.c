@@ -546,6 +546,9 @@ static void serve_mode_sustained(void **st) {
                           "\"draft_depth\":3}", &r), 200);
     assert_int_equal(usage_depth(r), 3); /* asked: not ruled */
     free(r);
+    assert_int_equal(http(S2.port, "GET", "/v1/models", NULL, NULL, &r), 200);
+    assert_non_null(strstr(r, "\"kv_type\":\"q8_0\""));
+    free(r);
     stop(&S2);
     /* turbo: F16, the mode's defaults, flags shown as flags */
     snprintf(extra, sizeof extra, "--mode turbo --kv-type f32 -b 64 2>%s", err);

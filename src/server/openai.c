@@ -815,6 +815,7 @@ void srv_models(srv *s, srv_reply *rep) {
             cJSON_AddNumberToObject(meta, "n_mtp", info.n_mtp);
             cJSON_AddNumberToObject(meta, "draft_depth", s->draft_depth < 0 ? (info.n_mtp ? 3 : 0) : s->draft_depth);
             cJSON_AddNumberToObject(meta, "n_parallel", s->p.n_parallel);
+            cJSON_AddStringToObject(meta, "kv_type", mtplx_kv_type_name(s->p.kv_type));
             cJSON_AddBoolToObject(meta, "chat_template", s->tmpl != NULL);
         }
         cJSON_AddItemToArray(d, m);
