@@ -18,7 +18,7 @@
 #define LOGIT_TOL_WORST 0.2
 #define LOGIT_TOL_MEDIAN 0.06
 /* the F16 cache's top token must stay the Q8_0 cache's top token at least
- * this often (measured: 0.995, the 3 misses being near-ties) */
+ * this often (measured: 0.992, 5 of 640) */
 #define TOP1_AGREE_MIN 0.97
 
 static mtplx_model *model;

@@ -111,10 +111,13 @@ void mtplx_softmax(float *x, int64_t n);               /* in place, max-subtract
  *   q:   [n_tok][n_head][head_dim] f32
  *   k,v: [n_ctx][n_head_kv][head_dim] in kv_type: F16, F32, or Q8_0 (each
  *        position a row of GGUF block_q8_0, head_dim a multiple of 32, so
- *        every block lies inside one head)
+ *        every block lies inside one head, and at most
+ *        MTPLX_KV_Q8_0_MAX_HEAD_DIM). Over Q8_0 the scores use q rounded to
+ *        Q8_0 and integer dots, as GGML's CPU path does; values stay float.
  *   out: [n_tok][n_head][head_dim] f32
  * GQA: head h reads kv head h / (n_head / n_head_kv). scale = 1/sqrt(head_dim)
  * normally. scratch: mtplx_attention_scratch_size() bytes. */
+#define MTPLX_KV_Q8_0_MAX_HEAD_DIM 1024
 size_t mtplx_attention_scratch_size(int64_t n_ctx, int n_threads);
 void mtplx_attention(mtplx_threadpool *tp, const float *q, int64_t n_tok, int n_head,
                      int n_head_kv, int head_dim, const void *k, const void *v, int kv_type,

@@ -18,10 +18,10 @@ mtplx_status mtplx_kv_init(mtplx_kv *kv, mtplx_backend *be, const mtplx_hparams 
     int64_t row = (int64_t)hp->n_head_kv * hp->head_dim;
     if (kv_type != MTPLX_TYPE_F16 && kv_type != MTPLX_TYPE_F32 && kv_type != MTPLX_TYPE_Q8_0)
         return mtplx_fail(MTPLX_ERR_ARG, "KV cache: type %d is not F16, F32 or Q8_0", kv_type);
-    if (kv_type == MTPLX_TYPE_Q8_0 && hp->head_dim % QK8_0)
+    if (kv_type == MTPLX_TYPE_Q8_0 && (hp->head_dim % QK8_0 || hp->head_dim > MTPLX_KV_Q8_0_MAX_HEAD_DIM))
         return mtplx_fail(MTPLX_ERR_UNSUPPORTED, "KV cache: Q8_0 needs a head_dim that is a multiple "
-                          "of %d (blocks must not straddle heads), the model has %d; use F16",
-                          QK8_0, hp->head_dim);
+                          "of %d (blocks must not straddle heads) and at most %d, the model has %d; use F16",
+                          QK8_0, MTPLX_KV_Q8_0_MAX_HEAD_DIM, hp->head_dim);
     kv->kv_type = kv_type;
     kv->n_ctx = n_ctx;
     kv->row = row;

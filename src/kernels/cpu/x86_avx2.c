@@ -6,7 +6,7 @@
  * and convert to float once per 256 values. Activations arrive quantized
  * (see kernels_impl.h). Also: activation quantizers bit-identical to the
  * reference, small elementwise ops with a vectorized exp, and attention with
- * F16C key/value loads or Q8_0 keys/values dequantized on the fly.
+ * F16C key/value loads or over a Q8_0 cache (int8 dots for the scores).
  * Not here: AVX-512 (x86_avx512.c). */
 #include "kernels/cpu/x86_simd.h"
 
@@ -459,22 +459,29 @@ AI void attn_head(const attn_args *a, int64_t tok, int head, float *scores, cons
 }
 
 /* ---- attention over a Q8_0 cache ----
- * Keys and values are dequantized on the fly in float (no int8 dot with a
- * quantized q: that would add q's rounding error on top of the cache's).
- * Each position's row is blocks of 32 values with one fp16 scale, and a head
- * covers head_dim / 32 whole blocks. */
+ * Scores as GGML's CPU path computes them over a q8_0 cache: q rounded to
+ * Q8_0 (quant_q8_0_avx2, the reference's values), one exact int8 dot per
+ * block, scaled by both blocks' scales (the contract attn_ref follows).
+ * Values are dequantized on the fly in float. Each position's row is blocks
+ * of 32 values with one fp16 scale, and a head covers head_dim / 32 whole
+ * blocks (head_dim <= ATTN_Q8_MAX_HD here; larger heads take the reference). */
+#define ATTN_Q8_MAX_HD 512
+
 AI __m256 q8_8(const int8_t *p) { /* 8 int8 values as floats */
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
 }
 
-/* sum over one block: q[0..32) . qs[0..32), times the block's scale, as 8 lanes */
-AI __m256 q8_block_dot(const float *q, const block_q8_0 *b) {
-    const int8_t *x = (const int8_t *)b->qs;
-    __m256 s = _mm256_mul_ps(_mm256_loadu_ps(q), q8_8(x));
-    s = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8), q8_8(x + 8), s);
-    s = _mm256_fmadd_ps(_mm256_loadu_ps(q + 16), q8_8(x + 16), s);
-    s = _mm256_fmadd_ps(_mm256_loadu_ps(q + 24), q8_8(x + 24), s);
-    return _mm256_mul_ps(s, _mm256_set1_ps(f16_to_f32(b->d)));
+/* 8 int32 lanes summing to the dot product of 32 int8 pairs (|values| <=
+ * 127, so maddubs on |a| and b's sign-adjusted copy cannot saturate) */
+AI __m256i i8_dot32(__m256i a, __m256i b) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a)),
+                             _mm256_set1_epi16(1));
+}
+
+/* one key block against the quantized q block: (float)dot * (dq * dk), 8 lanes */
+AI __m256 q8_key_block(__m256i qv, float dq, const block_q8_0 *k, __m256 acc) {
+    __m256i kv = _mm256_loadu_si256((const __m256i *)k->qs);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(i8_dot32(qv, kv)), _mm256_set1_ps(dq * f16_to_f32(k->d)), acc);
 }
 
 static void attn_head_q8_0(const attn_args *a, int64_t tok, int head, float *scores) {
@@ -484,21 +491,25 @@ static void attn_head_q8_0(const attn_args *a, int64_t tok, int head, float *sco
     const int64_t n_kv = a->pos0 + tok + 1;
     const float *q = a->q + ((size_t)tok * a->n_head + head) * hd;
     float *out = a->out + ((size_t)tok * a->n_head + head) * hd;
+    int8_t qq[ATTN_Q8_MAX_HD] __attribute__((aligned(32)));
+    float qd[ATTN_Q8_MAX_HD / QK8_0];
+    quant_q8_0_avx2(q, hd, qq, qd);
     int64_t j = 0;
     for (; j + 4 <= n_kv; j += 4) {
         __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
         for (int b = 0; b < nb; b++) {
-            const float *qb = q + b * QK8_0;
-            s0 = _mm256_add_ps(s0, q8_block_dot(qb, K + (size_t)(j + 0) * row_b + b));
-            s1 = _mm256_add_ps(s1, q8_block_dot(qb, K + (size_t)(j + 1) * row_b + b));
-            s2 = _mm256_add_ps(s2, q8_block_dot(qb, K + (size_t)(j + 2) * row_b + b));
-            s3 = _mm256_add_ps(s3, q8_block_dot(qb, K + (size_t)(j + 3) * row_b + b));
+            const __m256i qv = _mm256_load_si256((const __m256i *)(qq + b * QK8_0));
+            s0 = q8_key_block(qv, qd[b], K + (size_t)(j + 0) * row_b + b, s0);
+            s1 = q8_key_block(qv, qd[b], K + (size_t)(j + 1) * row_b + b, s1);
+            s2 = q8_key_block(qv, qd[b], K + (size_t)(j + 2) * row_b + b, s2);
+            s3 = q8_key_block(qv, qd[b], K + (size_t)(j + 3) * row_b + b, s3);
         }
         _mm_storeu_ps(scores + j, _mm_mul_ps(hsum8x4(s0, s1, s2, s3), _mm_set1_ps(a->scale)));
     }
     for (; j < n_kv; j++) {
         __m256 s = _mm256_setzero_ps();
-        for (int b = 0; b < nb; b++) s = _mm256_add_ps(s, q8_block_dot(q + b * QK8_0, K + (size_t)j * row_b + b));
+        for (int b = 0; b < nb; b++)
+            s = q8_key_block(_mm256_load_si256((const __m256i *)(qq + b * QK8_0)), qd[b], K + (size_t)j * row_b + b, s);
         scores[j] = hsum8(s) * a->scale;
     }
     const float inv = 1.f / exp_sum(scores, n_kv, max_of(scores, n_kv));
@@ -528,7 +539,8 @@ static void attn_head_q8_0(const attn_args *a, int64_t tok, int head, float *sco
 
 static void attn_avx2(const attn_args *a, int64_t tok, int head, float *scores) {
     if (a->kv_type == MTPLX_TYPE_Q8_0) { /* head_dim is a multiple of 32 */
-        attn_head_q8_0(a, tok, head, scores);
+        if (a->head_dim <= ATTN_Q8_MAX_HD) attn_head_q8_0(a, tok, head, scores);
+        else mtplx_kernels_ref_ops.attn(a, tok, head, scores);
         return;
     }
     if (a->head_dim % 8) { /* odd head sizes: not worth a SIMD path */
