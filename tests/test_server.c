@@ -198,7 +198,13 @@ static void expect_error(int port, const char *method, const char *path, const c
     free(r);
 }
 
+static char xdg[] = "/tmp/mtplx_test_server_xdg.XXXXXX";
+
 static int setup(void **st) {
+    /* an empty tuning store: the servers' depths are the untuned defaults
+     * whatever `mtplx tune` stored for this user */
+    if (!mkdtemp(xdg)) return -1;
+    setenv("XDG_CONFIG_HOME", xdg, 1);
     FILE *f = fopen(TMPL_PATH, "w");
     if (!f) return -1;
     fputs(HERMES, f);
@@ -209,6 +215,7 @@ static int setup(void **st) {
 static int teardown(void **st) {
     stop(&S);
     stop(&S2);
+    rmdir(xdg); /* the servers only read the store: it stays empty */
     return 0;
 }
 
