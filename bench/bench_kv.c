@@ -5,7 +5,8 @@
  *
  * For each (KV type, thread count): fill a fresh context with --pos tokens
  * (prefill), then at that position time
- *   - AR decode: 32 single-token forwards (median tok/s over the reps),
+ *   - AR decode: 32 single-token forwards (median tok/s over the reps, and
+ *     the process's CPU ms per token, steadier on a shared machine),
  *   - one verification-sized forward of depth + 1 tokens,
  *   - greedy generation with MTP at --depth from the cached prefix (--gen
  *     tokens, decode tok/s from the engine's stats; the MTP head's caches
@@ -23,6 +24,14 @@
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* CPU time of the whole process: on a shared machine it moves less with the
+ * other load than wall time does (all threads together with --threads > 1) */
+static double cpu_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
@@ -53,7 +62,7 @@ static const char *arg(int argc, char **argv, const char *name, const char *def)
 typedef struct result {
     const char *kv;
     int threads;
-    double bytes_trunk, bytes_mtp, prefill_tps, ar_tps, verify_ms, mtp_tps, tok_per_fwd;
+    double bytes_trunk, bytes_mtp, prefill_tps, ar_tps, ar_cpu_ms, verify_ms, mtp_tps, tok_per_fwd;
 } result;
 
 static const char *TEXT =
@@ -113,7 +122,7 @@ int main(int argc, char **argv) {
             CHECK(mtplx_forward(c, seq, pos, false));
             r->prefill_tps = pos / ((now_ms() - t0) / 1e3);
             enum { AR = 32 };
-            double ar[64], ver[64], mtp[64], tpf[64];
+            double ar[64], arc[64], ver[64], mtp[64], tpf[64];
             int32_t next[AR + MTPLX_MAX_DRAFT + 1];
             for (int i = 0; i < AR + MTPLX_MAX_DRAFT + 1; i++) next[i] = seq[i % pos];
             /* untimed: the MTP head streams catch up over the whole prefix
@@ -127,8 +136,10 @@ int main(int argc, char **argv) {
             CHECK(mtplx_ctx_truncate(c, pos));
             for (int k = 0; k < reps && k < 64; k++) {
                 t0 = now_ms();
+                double c0 = cpu_ms();
                 for (int i = 0; i < AR; i++) CHECK(mtplx_forward(c, next + i, 1, false));
                 ar[k] = AR / ((now_ms() - t0) / 1e3);
+                arc[k] = (cpu_ms() - c0) / AR;
                 CHECK(mtplx_ctx_truncate(c, pos));
                 t0 = now_ms();
                 CHECK(mtplx_forward(c, next, depth + 1, true));
@@ -147,6 +158,7 @@ int main(int argc, char **argv) {
             }
             int n = reps < 64 ? reps : 64;
             r->ar_tps = median(ar, n);
+            r->ar_cpu_ms = median(arc, n);
             r->verify_ms = median(ver, n);
             r->mtp_tps = median(mtp, n);
             r->tok_per_fwd = median(tpf, n);
@@ -155,19 +167,19 @@ int main(int argc, char **argv) {
     }
     printf("model %s, %d positions, medians of %d, MTP depth %d, %d tokens generated\n", info.name, pos,
            reps, depth, n_gen);
-    printf("%-5s %3s %12s %14s %12s %10s %12s %11s %9s\n", "kv", "thr", "B/pos trunk", "B/pos +MTP",
-           "prefill t/s", "AR t/s", "verify ms", "MTP t/s", "tok/fwd");
+    printf("%-5s %3s %12s %14s %12s %10s %11s %12s %11s %9s\n", "kv", "thr", "B/pos trunk", "B/pos +MTP",
+           "prefill t/s", "AR t/s", "AR cpu ms", "verify ms", "MTP t/s", "tok/fwd");
     for (int i = 0; i < nres; i++)
-        printf("%-5s %3d %12.0f %14.0f %12.1f %10.1f %12.2f %11.1f %9.2f\n", res[i].kv, res[i].threads,
-               res[i].bytes_trunk, res[i].bytes_mtp, res[i].prefill_tps, res[i].ar_tps, res[i].verify_ms,
-               res[i].mtp_tps, res[i].tok_per_fwd);
+        printf("%-5s %3d %12.0f %14.0f %12.1f %10.1f %11.2f %12.2f %11.1f %9.2f\n", res[i].kv, res[i].threads,
+               res[i].bytes_trunk, res[i].bytes_mtp, res[i].prefill_tps, res[i].ar_tps, res[i].ar_cpu_ms,
+               res[i].verify_ms, res[i].mtp_tps, res[i].tok_per_fwd);
     printf("{\"bench\":\"kv\",\"model\":\"%s\",\"positions\":%d,\"reps\":%d,\"depth\":%d,\"results\":[", info.name,
            pos, reps, depth);
     for (int i = 0; i < nres; i++)
         printf("%s{\"kv\":\"%s\",\"threads\":%d,\"bytes_per_pos_trunk\":%.0f,\"bytes_per_pos_with_mtp\":%.0f,"
-               "\"prefill_tps\":%.2f,\"ar_tps\":%.2f,\"verify_ms\":%.3f,\"mtp_tps\":%.2f,\"tokens_per_forward\":%.3f}",
+               "\"prefill_tps\":%.2f,\"ar_tps\":%.2f,\"ar_cpu_ms_per_token\":%.3f,\"verify_ms\":%.3f,\"mtp_tps\":%.2f,\"tokens_per_forward\":%.3f}",
                i ? "," : "", res[i].kv, res[i].threads, res[i].bytes_trunk, res[i].bytes_mtp, res[i].prefill_tps,
-               res[i].ar_tps, res[i].verify_ms, res[i].mtp_tps, res[i].tok_per_fwd);
+               res[i].ar_tps, res[i].ar_cpu_ms, res[i].verify_ms, res[i].mtp_tps, res[i].tok_per_fwd);
     printf("]}\n");
     free(seq);
     mtplx_model_free(m);
