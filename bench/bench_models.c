@@ -298,7 +298,7 @@ static int cmd_run(int argc, char **argv) {
     CHECK(mtplx_backend_cpu_new(threads, max_k, n_max, n_ctx, &be));
     mtplx_kv kv;
     mtplx_acts acts;
-    CHECK(mtplx_kv_init(&kv, be, hp, hp->n_layer, n_ctx, false));
+    CHECK(mtplx_kv_init(&kv, be, hp, hp->n_layer, n_ctx, MTPLX_TYPE_F16));
     CHECK(mtplx_acts_init(&acts, be, hp, n_max));
     int32_t *tok = malloc((size_t)n_max * sizeof *tok);
     for (int64_t i = 0; i < n_max; i++) tok[i] = (int32_t)(1000 + 37 * i % 50000);

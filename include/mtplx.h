@@ -145,11 +145,31 @@ const char *mtplx_model_chat_template(const mtplx_model *model);
 
 typedef struct mtplx_ctx mtplx_ctx;
 
+/* What the KV cache stores. Bytes per cached value: F32 4, F16 2, Q8_0
+ * 34/32 (GGUF's Q8_0 blocks: 32 int8 values and one fp16 scale; each
+ * position is quantized on its own when written, so results stay batch
+ * invariant and greedy MTP text still equals AR text). Q8_0 runs on the
+ * CPU only and needs a head_dim that is a multiple of 32. */
+typedef enum mtplx_kv_type {
+    MTPLX_KV_F16 = 0, /* the default */
+    MTPLX_KV_F32 = 1,
+    MTPLX_KV_Q8_0 = 2,
+} mtplx_kv_type;
+
+/* "f16", "f32", "q8_0" (static storage; "?" for anything else). */
+const char *mtplx_kv_type_name(mtplx_kv_type t);
+/* Parse "f16" / "f32" / "q8_0" (case-insensitive, "q8" too); false if unknown. */
+bool mtplx_kv_type_parse(const char *s, mtplx_kv_type *out);
+/* Bytes one position takes in a KV cache of this type for n_layers layers
+ * of n_kv_dim (= n_head_kv * head_dim) keys and as many values. */
+uint64_t mtplx_kv_bytes_per_token(mtplx_kv_type t, int64_t n_kv_dim, int32_t n_layers);
+
 typedef struct mtplx_ctx_params {
     int32_t n_ctx;     /* KV cache length; 0 = min(model's, 4096) */
     int32_t n_threads; /* 0 = all cores */
     int32_t n_batch;   /* most tokens per forward (prefill chunks); 0 = 512 */
-    bool kv_f32;       /* KV cache in F32 instead of F16 */
+    mtplx_kv_type kv_type; /* MTPLX_KV_F16 (default), F32 or Q8_0 (also for the MTP head's caches) */
+    bool kv_f32;       /* older spelling of kv_type = MTPLX_KV_F32 (with kv_type left at F16) */
     /* Share this context's backend (thread pool and scratch) instead of
      * making one: for several contexts driven from ONE thread (a server's
      * slots). It must outlive the new context and have n_ctx, n_batch >=. */

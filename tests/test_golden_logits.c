@@ -207,7 +207,7 @@ static void default_model(void **s) {
             assert_int_equal(mtplx_ctx_truncate(c, 0), MTPLX_OK);
             mtplx_kv hk;
             mtplx_acts ha;
-            assert_int_equal(mtplx_kv_init(&hk, c->be, &m->hp, 1, 128, false), MTPLX_OK);
+            assert_int_equal(mtplx_kv_init(&hk, c->be, &m->hp, 1, 128, MTPLX_TYPE_F16), MTPLX_OK);
             assert_int_equal(mtplx_acts_init(&ha, c->be, &m->hp, 64), MTPLX_OK);
             assert_int_equal(mtplx_forward(c, ids, p + 1, false), MTPLX_OK);
             int32_t toks[64];

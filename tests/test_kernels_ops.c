@@ -6,6 +6,11 @@
 #define OPS_TOL 4e-6
 /* attention: relative to max |v| (outputs are convex combinations of v) */
 #define ATTN_TOL 2e-5
+/* Q8_0 cache against the F32 values it was quantized from, absolute, for
+ * unit-gaussian q, k, v: each cached value moves by up to amax/254 of its
+ * block (about 0.01 here), and the scores use q rounded to Q8_0 too; outputs
+ * move by a few times that. Measured worst case on these cases: 0.026. */
+#define ATTN_Q8_TOL 0.05
 
 static void test_small_ops(void **state) {
     (void)state;
@@ -70,11 +75,40 @@ typedef struct attn_case {
     int n_head, n_head_kv, hd, kv_type;
 } attn_case;
 
+/* Naive double-precision attention of (token t, head h) against F32 keys and
+ * values kf, vf; returns the largest |out - reference| over head_dim. */
+static double attn_err(const attn_case *ac, const float *q, const float *kf, const float *vf,
+                       const float *out, int64_t t, int h, double *p) {
+    int group = ac->n_head / ac->n_head_kv;
+    float scale = 1.f / sqrtf((float)ac->hd);
+    int64_t n_kv = ac->pos0 + t + 1;
+    const float *qh = q + (t * ac->n_head + h) * ac->hd;
+    double max = -INFINITY, z = 0, worst = 0;
+    for (int64_t j = 0; j < n_kv; j++) {
+        const float *kj = kf + (j * ac->n_head_kv + h / group) * ac->hd;
+        double s = 0;
+        for (int d = 0; d < ac->hd; d++) s += (double)qh[d] * kj[d];
+        p[j] = s * scale;
+        if (p[j] > max) max = p[j];
+    }
+    for (int64_t j = 0; j < n_kv; j++) z += p[j] = exp(p[j] - max);
+    for (int d = 0; d < ac->hd; d++) {
+        double e = 0;
+        for (int64_t j = 0; j < n_kv; j++) e += p[j] / z * vf[(j * ac->n_head_kv + h / group) * ac->hd + d];
+        double err = fabs(out[(t * ac->n_head + h) * ac->hd + d] - e);
+        if (!(err <= worst)) worst = err; /* NaN sticks */
+    }
+    return worst;
+}
+
+static double q8_worst; /* largest Q8_0-cache error against F32, reported */
+
 static void check_attention(const attn_case *ac, rng *r, mtplx_threadpool *tp) {
     const int64_t n_ctx = ac->pos0 + ac->n_tok + 5; /* slots past the window hold junk */
     const int64_t kv_n = n_ctx * ac->n_head_kv * ac->hd;
     const int64_t q_n = ac->n_tok * ac->n_head * ac->hd;
     float *q = xalloc(q_n * 4), *kf = xalloc(kv_n * 4), *vf = xalloc(kv_n * 4);
+    float *k32 = xalloc(kv_n * 4), *v32 = xalloc(kv_n * 4), *qr = xalloc(q_n * 4);
     float *out = xalloc(q_n * 4), *out1 = xalloc(q_n * 4);
     void *k = xalloc(kv_n * 4), *v = xalloc(kv_n * 4);
     fill_gauss(r, q, q_n, 1.f);
@@ -84,11 +118,32 @@ static void check_attention(const attn_case *ac, rng *r, mtplx_threadpool *tp) {
         kf[i] = 1e4f, vf[i] = 1e4f; /* a leak past the causal window is loud */
     mtplx_store_rows(ac->kv_type, kf, k, n_ctx, ac->n_head_kv * ac->hd);
     mtplx_store_rows(ac->kv_type, vf, v, n_ctx, ac->n_head_kv * ac->hd);
+    memcpy(k32, kf, kv_n * 4);
+    memcpy(v32, vf, kv_n * 4);
     if (ac->kv_type == MTPLX_TYPE_F16) /* compare against what the cache holds */
         for (int64_t i = 0; i < kv_n; i++) {
             kf[i] = mtplx_fp16_to_fp32(((uint16_t *)k)[i]);
             vf[i] = mtplx_fp16_to_fp32(((uint16_t *)v)[i]);
         }
+    memcpy(qr, q, q_n * 4);
+    if (ac->kv_type == MTPLX_TYPE_Q8_0) {
+        /* the kernel's contract: scores from q rounded to Q8_0 (blocks of 32
+         * never straddle heads, so rounding the whole buffer is the same) */
+        char *qb = xalloc(mtplx_row_size(MTPLX_TYPE_Q8_0, q_n));
+        mtplx_quantize_row(MTPLX_TYPE_Q8_0, q, qb, q_n);
+        mtplx_dequantize_row(MTPLX_TYPE_Q8_0, qb, qr, q_n);
+        free(qb);
+        int64_t row = ac->n_head_kv * ac->hd;
+        size_t rs = mtplx_row_size(MTPLX_TYPE_Q8_0, row);
+        for (int64_t j = 0; j < n_ctx; j++) { /* each position is its own blocks */
+            char one[4096];
+            assert_true(rs <= sizeof one);
+            assert_int_equal(mtplx_quantize_row(MTPLX_TYPE_Q8_0, k32 + j * row, one, row), rs);
+            assert_memory_equal(one, (char *)k + j * rs, rs);
+            mtplx_dequantize_row(MTPLX_TYPE_Q8_0, (char *)k + j * rs, kf + j * row, row);
+            mtplx_dequantize_row(MTPLX_TYPE_Q8_0, (char *)v + j * rs, vf + j * row, row);
+        }
+    }
     int nth = mtplx_threadpool_size(tp);
     void *scratch = xalloc(mtplx_attention_scratch_size(n_ctx, nth));
     float scale = 1.f / sqrtf((float)ac->hd);
@@ -97,34 +152,36 @@ static void check_attention(const attn_case *ac, rng *r, mtplx_threadpool *tp) {
     mtplx_attention(NULL, q, ac->n_tok, ac->n_head, ac->n_head_kv, ac->hd, k, v, ac->kv_type,
                     ac->pos0, scale, out1, scratch);
     assert_memory_equal(out, out1, q_n * 4); /* threads change nothing */
-    int group = ac->n_head / ac->n_head_kv;
+    /* batch invariance: each token alone gives the same bits as in the batch
+     * (what keeps greedy MTP verification == AR decoding exact) */
+    for (int64_t t = 0; t < ac->n_tok; t++) {
+        int64_t hq = (int64_t)ac->n_head * ac->hd;
+        mtplx_attention(tp, q + t * hq, 1, ac->n_head, ac->n_head_kv, ac->hd, k, v, ac->kv_type,
+                        ac->pos0 + t, scale, out1, scratch);
+        assert_memory_equal(out + t * hq, out1, hq * 4);
+    }
     double *p = malloc(n_ctx * sizeof(double));
     for (int64_t t = 0; t < ac->n_tok; t++)
         for (int h = 0; h < ac->n_head; h++) {
-            int64_t n_kv = ac->pos0 + t + 1;
-            const float *qh = q + (t * ac->n_head + h) * ac->hd;
-            double max = -INFINITY, z = 0;
-            for (int64_t j = 0; j < n_kv; j++) {
-                const float *kj = kf + (j * ac->n_head_kv + h / group) * ac->hd;
-                double s = 0;
-                for (int d = 0; d < ac->hd; d++) s += (double)qh[d] * kj[d];
-                p[j] = s * scale;
-                if (p[j] > max) max = p[j];
+            /* against the values the cache holds: the kernel's arithmetic */
+            double e = attn_err(ac, qr, kf, vf, out, t, h, p);
+            if (!(e <= ATTN_TOL * 5)) { /* |v| <= ~5 sigma */
+                fprintf(stderr, "%s attn type %d t=%lld h=%d: error %g\n", mtplx_kernels_isa(),
+                        ac->kv_type, (long long)t, h, e);
+                fail();
             }
-            for (int64_t j = 0; j < n_kv; j++) z += p[j] = exp(p[j] - max);
-            for (int d = 0; d < ac->hd; d++) {
-                double e = 0;
-                for (int64_t j = 0; j < n_kv; j++)
-                    e += p[j] / z * vf[(j * ac->n_head_kv + h / group) * ac->hd + d];
-                double got = out[(t * ac->n_head + h) * ac->hd + d];
-                if (!(fabs(got - e) <= ATTN_TOL * 5)) { /* |v| <= ~5 sigma */
-                    fprintf(stderr, "%s attn t=%lld h=%d d=%d: %g vs %g\n", mtplx_kernels_isa(),
-                            (long long)t, h, d, got, e);
-                    fail();
-                }
+            if (ac->kv_type != MTPLX_TYPE_Q8_0) continue;
+            /* against the F32 values before quantization: what Q8_0 costs */
+            e = attn_err(ac, q, k32, v32, out, t, h, p);
+            if (e > q8_worst || e != e) q8_worst = e;
+            if (!(e <= ATTN_Q8_TOL)) {
+                fprintf(stderr, "%s attn Q8_0 vs F32 t=%lld h=%d: error %g > %g\n", mtplx_kernels_isa(),
+                        (long long)t, h, e, ATTN_Q8_TOL);
+                fail();
             }
         }
-    free(p), free(q), free(kf), free(vf), free(out), free(out1), free(k), free(v), free(scratch);
+    free(p), free(q), free(qr), free(kf), free(vf), free(k32), free(v32), free(out), free(out1), free(k), free(v),
+        free(scratch);
 }
 
 static void test_attention(void **state) {
@@ -136,6 +193,12 @@ static void test_attention(void **state) {
         {7, 13, 6, 3, 40, MTPLX_TYPE_F32},  /* head_dim not a multiple of 64 */
         {3, 2, 4, 1, 20, MTPLX_TYPE_F16},   /* head_dim not a multiple of 8 */
         {67, 0, 4, 2, 64, MTPLX_TYPE_F16},  /* prefill */
+        {1, 0, 4, 4, 64, MTPLX_TYPE_Q8_0},  /* Q8_0 cache: first token */
+        {1, 37, 8, 2, 64, MTPLX_TYPE_Q8_0}, /* decode with GQA, 2 blocks per head */
+        {5, 37, 8, 2, 128, MTPLX_TYPE_Q8_0},/* MTP verify, 4 blocks per head */
+        {4, 61, 6, 3, 96, MTPLX_TYPE_Q8_0}, /* 3 blocks per head (an odd pair) */
+        {3, 2, 4, 1, 32, MTPLX_TYPE_Q8_0},  /* one block per head */
+        {67, 0, 4, 2, 64, MTPLX_TYPE_Q8_0}, /* prefill */
     };
     mtplx_threadpool *tp;
     assert_int_equal(mtplx_threadpool_new(3, &tp), MTPLX_OK);
@@ -144,6 +207,7 @@ static void test_attention(void **state) {
         if (!use_isa(all_isas[v])) continue;
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) check_attention(&cases[c], &r, tp);
     }
+    printf("attention: Q8_0 cache vs F32 worst error %.4g (tolerance %g)\n", q8_worst, ATTN_Q8_TOL);
     mtplx_threadpool_free(tp);
 }
 

@@ -198,7 +198,13 @@ static void expect_error(int port, const char *method, const char *path, const c
     free(r);
 }
 
+static char xdg[] = "/tmp/mtplx_test_server_xdg.XXXXXX";
+
 static int setup(void **st) {
+    /* an empty tuning store: the servers' depths are the untuned defaults
+     * whatever `mtplx tune` stored for this user */
+    if (!mkdtemp(xdg)) return -1;
+    setenv("XDG_CONFIG_HOME", xdg, 1);
     FILE *f = fopen(TMPL_PATH, "w");
     if (!f) return -1;
     fputs(HERMES, f);
@@ -209,6 +215,7 @@ static int setup(void **st) {
 static int teardown(void **st) {
     stop(&S);
     stop(&S2);
+    rmdir(xdg); /* the servers only read the store: it stays empty */
     return 0;
 }
 
@@ -505,6 +512,72 @@ static void auth_and_queue(void **st) {
     stop(&S2);
 }
 
+static int usage_depth(const char *resp) {
+    cJSON *o = cJSON_Parse(resp);
+    const cJSON *d = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "usage"), "mtp"), "draft_depth");
+    int v = cJSON_IsNumber(d) ? d->valueint : -1;
+    cJSON_Delete(o);
+    return v;
+}
+
+/* --mode sustained: the plan printed at start-up, a Q8_0 KV cache, and the
+ * per-request depth rule (requests reaching past 4096 positions draft at
+ * most 2 deep unless they ask for a depth). A stop string of " " ends each
+ * request at its first token, so a 5000-token budget costs nothing. */
+static void serve_mode_sustained(void **st) {
+    (void)st;
+    const char *err = "/tmp/mtplx_test_server_mode.err";
+    char extra[256];
+    snprintf(extra, sizeof extra, "--mode sustained --ctx 8192 2>%s", err);
+    assert_true(start(&S2, extra));
+    char log[4096] = {0};
+    FILE *f = fopen(err, "r");
+    assert_non_null(f);
+    size_t n = fread(log, 1, sizeof log - 1, f);
+    fclose(f);
+    log[n] = 0;
+    if (!strstr(log, "mode sustained (asked)") || !strstr(log, "kv q8_0") || !strstr(log, "ctx 8192 (flag)") ||
+        !strstr(log, "adaptive depth") || !strstr(log, "threads 1 (flag)"))
+        fail_msg("plan not printed as expected:\n%s", log);
+    char *r;
+    assert_int_equal(http(S2.port, "POST", "/v1/completions", NULL,
+                          "{\"prompt\":\"The sea\",\"max_tokens\":20,\"temperature\":0,\"stop\":[\" \"]}", &r), 200);
+    assert_int_equal(usage_depth(r), 3);
+    free(r);
+    assert_int_equal(http(S2.port, "POST", "/v1/completions", NULL,
+                          "{\"prompt\":\"The sea\",\"max_tokens\":5000,\"temperature\":0,\"stop\":[\" \"]}", &r), 200);
+    assert_int_equal(usage_depth(r), 2);
+    free(r);
+    assert_int_equal(http(S2.port, "POST", "/v1/completions", NULL,
+                          "{\"prompt\":\"The sea\",\"max_tokens\":5000,\"temperature\":0,\"stop\":[\" \"],"
+                          "\"draft_depth\":3}", &r), 200);
+    assert_int_equal(usage_depth(r), 3); /* asked: not ruled */
+    free(r);
+    assert_int_equal(http(S2.port, "GET", "/v1/models", NULL, NULL, &r), 200);
+    assert_non_null(strstr(r, "\"kv_type\":\"q8_0\""));
+    free(r);
+    stop(&S2);
+    /* turbo: F16, the mode's defaults, flags shown as flags */
+    snprintf(extra, sizeof extra, "--mode turbo --kv-type f32 -b 64 2>%s", err);
+    assert_true(start(&S2, extra));
+    f = fopen(err, "r");
+    assert_non_null(f);
+    n = fread(log, 1, sizeof log - 1, f);
+    fclose(f);
+    log[n] = 0;
+    if (!strstr(log, "mode turbo (asked)") || !strstr(log, "kv f32 (flag)") || !strstr(log, "n_batch 64 (flag)"))
+        fail_msg("plan not printed as expected:\n%s", log);
+    stop(&S2);
+    /* bad values are usage errors */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s serve --mode warp 2>/dev/null", MTPLX_BIN);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+    snprintf(cmd, sizeof cmd, "%s serve --kv-type q4_0 2>/dev/null", MTPLX_BIN);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+    snprintf(cmd, sizeof cmd, "%s serve --device tpu 2>/dev/null", MTPLX_BIN);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+}
+
 static void tool_call_template(void **st) {
     stop(&S2);
     char extra[256];
@@ -539,7 +612,7 @@ int main(void) {
         cmocka_unit_test(errors),              cmocka_unit_test(disconnect_mid_stream),
         cmocka_unit_test(concurrent_streams),  cmocka_unit_test(json_mode),
         cmocka_unit_test(metrics),             cmocka_unit_test(auth_and_queue),
-        cmocka_unit_test(tool_call_template),
+        cmocka_unit_test(tool_call_template),  cmocka_unit_test(serve_mode_sustained),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

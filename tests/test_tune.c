@@ -177,6 +177,7 @@ static void resolve(cli_mode m, const cli_mode_env *env, mtplx_gen_params *gp,
                     mtplx_ctx_params *cp, cli_mode_plan *plan) {
     *gp = mtplx_gen_default_params();
     *cp = mtplx_ctx_default_params();
+    cp->kv_type = CLI_KV_AUTO; /* as the commands start: no --kv-type flag */
     cli_mode_resolve(m, env, gp, cp, plan);
 }
 
@@ -192,6 +193,7 @@ static void mode_presets(void **s) {
     assert_int_equal(cp.n_threads, 8);
     assert_int_equal(cp.n_batch, 512);
     assert_int_equal(cp.n_ctx, 4096);
+    assert_int_equal(cp.kv_type, MTPLX_KV_F16);
     assert_false(cp.kv_f32);
     assert_false(gp.adaptive_depth);
     env.tuned_depth = 2;
@@ -208,20 +210,32 @@ static void mode_presets(void **s) {
     env.n_expected = 3000; /* grown to fit what was asked */
     resolve(CLI_MODE_BURST, &env, &gp, &cp, &p);
     assert_int_equal(cp.n_ctx, 3072);
-    /* sustained: chunked prefill, adaptive depth, context bounded by half the
-     * available memory: (8 GiB - 1 GiB) / 128 KiB = 57344 -> capped at 32768 */
+    /* sustained: chunked prefill, adaptive depth, a Q8_0 KV cache (68 KiB a
+     * position where F16 takes 128 KiB), context bounded by half the
+     * available memory: (8 GiB - 1 GiB) / 68 KiB = 107941 -> capped at 32768 */
     env.n_expected = 0;
     resolve(CLI_MODE_SUSTAINED, &env, &gp, &cp, &p);
     assert_int_equal(cp.n_batch, 256);
     assert_true(gp.adaptive_depth);
+    assert_int_equal(cp.kv_type, MTPLX_KV_Q8_0);
+    assert_int_equal(p.kv_bytes_per_token, 68 << 10);
     assert_int_equal(cp.n_ctx, 32768);
     assert_int_equal(p.mem_budget, 8ull << 30);
     assert_int_equal(gp.draft_depth, 1); /* the rule at 32768 positions */
-    env.mem_available = 4ull << 30;      /* (2 GiB - 1 GiB) / 128 KiB = 8192 */
+    env.mem_available = 4ull << 30;      /* (2 GiB - 1 GiB) / 68 KiB = 15420 -> 15360 */
     resolve(CLI_MODE_SUSTAINED, &env, &gp, &cp, &p);
-    assert_int_equal(cp.n_ctx, 8192);
+    assert_int_equal(cp.n_ctx, 15360);
     assert_int_equal(gp.draft_depth, 2);
+    /* where Q8_0 KV cannot run (CUDA): F16, and the budget counts F16 bytes:
+     * (2 GiB - 1 GiB) / 128 KiB = 8192 */
+    env.no_q8_kv = "q8_0 KV is CPU-only";
+    resolve(CLI_MODE_SUSTAINED, &env, &gp, &cp, &p);
+    assert_int_equal(cp.kv_type, MTPLX_KV_F16);
+    assert_int_equal(cp.n_ctx, 8192);
+    assert_string_equal(p.kv_note, "q8_0 KV is CPU-only");
+    env.no_q8_kv = NULL;
     /* the per-context-length rule */
+    resolve(CLI_MODE_SUSTAINED, &env, &gp, &cp, &p);
     assert_int_equal(cli_mode_depth_at(&p, 1000), 3);
     assert_int_equal(cli_mode_depth_at(&p, 4096), 3);
     assert_int_equal(cli_mode_depth_at(&p, 4097), 2);
@@ -253,18 +267,28 @@ static void mode_flags_override(void **s) {
     cp.n_threads = 3;
     cp.n_batch = 64;
     cp.n_ctx = 8192;
-    cp.kv_f32 = true;
+    cp.kv_type = CLI_KV_AUTO;
+    cp.kv_f32 = true; /* --kv-f32 */
     cli_mode_resolve(CLI_MODE_SUSTAINED, &env, &gp, &cp, &p);
     assert_int_equal(gp.draft_depth, 1);
     assert_string_equal(p.depth_from, "flag");
     assert_int_equal(cp.n_threads, 3);
     assert_int_equal(cp.n_batch, 64);
     assert_int_equal(cp.n_ctx, 8192);
-    assert_true(cp.kv_f32);
+    assert_int_equal(cp.kv_type, MTPLX_KV_F32);
+    assert_false(cp.kv_f32);
     assert_true(p.set_depth && p.set_threads && p.set_batch && p.set_ctx && p.set_kv);
     assert_int_equal(cli_mode_depth_at(&p, 20000), 1); /* a flag depth is not ruled */
+    /* --kv-type f16 keeps sustained off Q8_0 */
     gp = mtplx_gen_default_params();
     cp = mtplx_ctx_default_params();
+    cp.kv_type = MTPLX_KV_F16;
+    cli_mode_resolve(CLI_MODE_SUSTAINED, &env, &gp, &cp, &p);
+    assert_int_equal(cp.kv_type, MTPLX_KV_F16);
+    assert_true(p.set_kv);
+    gp = mtplx_gen_default_params();
+    cp = mtplx_ctx_default_params();
+    cp.kv_type = CLI_KV_AUTO;
     gp.draft_depth = 0; /* --no-mtp */
     cli_mode_resolve(CLI_MODE_BURST, &env, &gp, &cp, &p);
     assert_int_equal(gp.draft_depth, 0);
@@ -277,8 +301,18 @@ static void mode_flags_override(void **s) {
     assert_non_null(strstr(line, "depth 0 (flag)"));
     assert_non_null(strstr(line, "threads 8"));
     assert_non_null(strstr(line, "n_batch 512"));
-    assert_non_null(strstr(line, "kv f16"));
+    assert_non_null(strstr(line, "kv f16 128.0 KiB/token"));
     assert_non_null(strstr(line, "ctx 2048"));
+    /* sustained prints its Q8_0 cache and what a position costs in it */
+    resolve(CLI_MODE_SUSTAINED, &env, &gp, &cp, &p);
+    memset(line, 0, sizeof line);
+    f = fmemopen(line, sizeof line - 1, "w");
+    cli_mode_print(&p, f);
+    fclose(f);
+    assert_non_null(strstr(line, "mode sustained"));
+    assert_non_null(strstr(line, "kv q8_0 68.0 KiB/token"));
+    assert_non_null(strstr(line, "adaptive depth"));
+    assert_non_null(strstr(line, "memory budget 8.0 GiB"));
 }
 
 static void mode_auto(void **s) {
@@ -301,9 +335,11 @@ static void mode_auto(void **s) {
     env.n_expected = 0;
     gp = mtplx_gen_default_params();
     cp = mtplx_ctx_default_params();
+    cp.kv_type = CLI_KV_AUTO;
     cp.n_ctx = 16384;
     cli_mode_resolve(CLI_MODE_AUTO, &env, &gp, &cp, &p);
     assert_int_equal(p.mode, CLI_MODE_SUSTAINED);
+    assert_int_equal(cp.kv_type, MTPLX_KV_Q8_0);
     cli_mode m;
     assert_true(cli_mode_parse("burst", &m) && m == CLI_MODE_BURST);
     assert_true(cli_mode_parse(NULL, &m) && m == CLI_MODE_AUTO);
@@ -395,12 +431,48 @@ static void run_mode_cli(void **s) {
     assert_non_null(strstr(err, "threads 1 (flag)"));
     assert_non_null(strstr(err, "n_batch 32 (flag)"));
     assert_non_null(strstr(err, "adaptive depth"));
+    assert_non_null(strstr(err, "kv q8_0"));
+    /* --kv-type wins over the mode */
+    assert_int_equal(prog("run --mode sustained --kv-type f16 -t 1 -n 4 --temp 0 -p 'The sea'", out,
+                          sizeof out, err, sizeof err), 0);
+    assert_non_null(strstr(err, "kv f16 (flag)"));
+    assert_int_equal(prog("run --kv-type q4 -n 4", out, sizeof out, NULL, 0), 2);
     /* auto on a short run is burst, with the deepest depth when untuned */
     assert_int_equal(prog("run -t 1 -n 4 --temp 0 -p 'The sea'", out, sizeof out, err, sizeof err), 0);
     assert_non_null(strstr(err, "mode burst (auto"));
     assert_non_null(strstr(err, "depth 4"));
     assert_non_null(strstr(err, "mtp depth 4"));
     assert_int_equal(prog("run --mode warp -n 4", out, sizeof out, NULL, 0), 2);
+}
+
+/* `start` resolves and prints the mode like `run` (stdin at end of input: it
+ * loads, prints, and leaves). */
+static void start_mode_cli(void **s) {
+    (void)s;
+    if (access(MTPLX_SOURCE_DIR "/models/default.gguf", R_OK)) skip();
+    clear_store();
+    static char out[1 << 16], err[1 << 16];
+    assert_int_equal(prog("start --mode sustained -t 1 </dev/null", out, sizeof out, err, sizeof err), 0);
+    if (!strstr(err, "mode sustained (asked)") || !strstr(err, "kv q8_0") || !strstr(err, "n_batch 256") ||
+        !strstr(err, "adaptive depth") || !strstr(err, "memory budget"))
+        fail_msg("no sustained plan in:\n%s", err);
+    /* auto for a chat is turbo; every knob has its flag */
+    assert_int_equal(prog("start -t 1 -b 48 --kv-type f32 --no-adaptive --depth 2 </dev/null", out, sizeof out,
+                          err, sizeof err), 0);
+    if (!strstr(err, "mode turbo (auto)") || !strstr(err, "depth 2 (flag)") || !strstr(err, "n_batch 48 (flag)") ||
+        !strstr(err, "kv f32 (flag)") || !strstr(err, "threads 1 (flag)") || strstr(err, "adaptive depth"))
+        fail_msg("flags not applied in:\n%s", err);
+    assert_int_equal(prog("start --mode burst --ctx 512 -t 1 </dev/null", out, sizeof out, err, sizeof err), 0);
+    if (!strstr(err, "mode burst (asked)") || !strstr(err, "ctx 512 (flag)") || !strstr(err, "context 512"))
+        fail_msg("burst plan not applied in:\n%s", err);
+    /* sustained on cuda keeps F16 and says why; the device itself fails
+     * cleanly without a GPU (or runs, with one) */
+    int rc = prog("start --mode sustained --device cuda -t 1 </dev/null", out, sizeof out, err, sizeof err);
+    if (!strstr(err, "kv f16") || !strstr(err, "not q8_0: q8_0 KV is CPU-only")) fail_msg("rc %d:\n%s", rc, err);
+    assert_true(rc == 0 || (rc == 1 && strstr(err, "cuda")));
+    assert_int_equal(prog("start --mode warp", out, sizeof out, NULL, 0), 2);
+    assert_int_equal(prog("start --kv-type q4", out, sizeof out, NULL, 0), 2);
+    assert_int_equal(prog("start --device tpu", out, sizeof out, NULL, 0), 2);
 }
 
 static void bench_exactness(void **s) {
@@ -433,6 +505,7 @@ int main(void) {
         cmocka_unit_test(decide),           cmocka_unit_test(mode_presets),
         cmocka_unit_test(mode_flags_override), cmocka_unit_test(mode_auto),
         cmocka_unit_test(tune_cli),         cmocka_unit_test(run_mode_cli),
+        cmocka_unit_test(start_mode_cli),
         cmocka_unit_test(bench_exactness),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -48,6 +48,11 @@ bool cli_parse_int(const char *cmd, const char *flag, const char *s, long lo, lo
 bool cli_parse_float(const char *cmd, const char *flag, const char *s, double lo, double hi,
                      double *out);
 
+/* --kv-type f16|f32|q8_0 and --device cpu|cuda: false (and a usage message)
+ * when s is neither. The device string is s itself. */
+bool cli_parse_kv_type(const char *cmd, const char *s, mtplx_kv_type *out);
+bool cli_parse_device(const char *cmd, const char *s, const char **out);
+
 /* Monotonic milliseconds. */
 double cli_now_ms(void);
 

@@ -38,7 +38,9 @@ static void help(void) {
            "                          settings it implies are printed; flags override them\n"
            "  -b, --batch N           prefill chunk, tokens per forward (default: mode's)\n"
            "      --ignore-eos        keep going past end-of-sequence tokens\n"
-           "      --kv-f32            KV cache in F32 (default F16)\n"
+           "      --kv-type T         KV cache f16, f32 or q8_0 (default: the mode's; f16,\n"
+           "                          q8_0 in sustained mode; q8_0 is CPU-only)\n"
+           "      --kv-f32            same as --kv-type f32\n"
            "      --device D          cpu (default) or cuda (the first GPU)\n"
            "      --no-special        do not parse special-token text in the prompt\n"
            "  -h, --help\n");
@@ -55,7 +57,7 @@ static int on_token(const mtplx_token_event *ev, void *user) {
 
 int cmd_run(int argc, char **argv) {
     enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_PRES, O_FREQ, O_DEPTH, O_NOMTP,
-           O_ADAPT, O_IGNEOS, O_KVF32, O_TOK, O_NOSPEC, O_MODE, O_NOADAPT, O_DEVICE, O_DVOCAB };
+           O_ADAPT, O_IGNEOS, O_KVF32, O_TOK, O_NOSPEC, O_MODE, O_NOADAPT, O_DEVICE, O_DVOCAB, O_KVTYPE };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},     {"prompt", required_argument, 0, 'p'},
         {"file", required_argument, 0, 'f'},      {"n-predict", required_argument, 0, 'n'},
@@ -73,10 +75,12 @@ int cmd_run(int argc, char **argv) {
         {"mode", required_argument, 0, O_MODE},   {"no-adaptive", no_argument, 0, O_NOADAPT},
         {"batch", required_argument, 0, 'b'},     {"device", required_argument, 0, O_DEVICE},
         {"draft-vocab", required_argument, 0, O_DVOCAB},
+        {"kv-type", required_argument, 0, O_KVTYPE},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     const char *model_arg = NULL, *prompt = NULL, *file = NULL;
     mtplx_gen_params gp = mtplx_gen_default_params();
     mtplx_ctx_params cp = mtplx_ctx_default_params();
+    cp.kv_type = CLI_KV_AUTO;
     mtplx_model_params mp = mtplx_model_default_params();
     bool seed_set = false, parse_special = true, no_adaptive = false;
     const char *mode = NULL;
@@ -155,11 +159,12 @@ int cmd_run(int argc, char **argv) {
             if (!cli_parse_int("run", "--draft-vocab", optarg, -1, 1 << 24, &iv)) return EXIT_USAGE;
             gp.draft_vocab = iv == 0 ? -1 : (int32_t)iv; /* 0 reads as "no limit" too */
             break;
-        case O_KVF32: cp.kv_f32 = true; break;
+        case O_KVF32: cp.kv_type = MTPLX_KV_F32; break;
+        case O_KVTYPE:
+            if (!cli_parse_kv_type("run", optarg, &cp.kv_type)) return EXIT_USAGE;
+            break;
         case O_DEVICE:
-            if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
-                return cli_usage_error("run", "--device expects cpu or cuda, got '%s'", optarg);
-            cp.device = optarg;
+            if (!cli_parse_device("run", optarg, &cp.device)) return EXIT_USAGE;
             break;
         case O_TOK: mp.tokenizer_path = optarg; break;
         case O_NOSPEC: parse_special = false; break;

@@ -10,7 +10,7 @@
  * reads the engine's exact running statistics and Ctrl-C is seen between
  * steps. No model logic lives here. */
 #include "cli/cli.h"
-#include "server/server.h"
+#include "cli/tuning.h"
 
 #include <cjson/cJSON.h>
 #include <editline/readline.h>
@@ -150,6 +150,15 @@ static void help(void) {
            "  -n, --n-predict N  most tokens per reply (default 256)\n"
            "  -c, --ctx N        context length\n"
            "  -t, --threads N    threads\n"
+           "      --mode M       turbo | sustained | burst | auto (default auto: turbo, or\n"
+           "                     sustained when --ctx > 8192); the settings it implies are\n"
+           "                     printed at start-up; flags override them\n"
+           "  -b, --batch N      prefill chunk, tokens per forward (default: mode's)\n"
+           "      --kv-type T    KV cache f16, f32 or q8_0 (default: the mode's; q8_0 in\n"
+           "                     sustained mode; q8_0 is CPU-only)\n"
+           "      --adaptive     adapt the draft depth to the running acceptance\n"
+           "      --no-adaptive  fixed draft depth (overrides the sustained mode)\n"
+           "      --device D     cpu (default) or cuda (the first GPU)\n"
            "      --no-color     plain output (also NO_COLOR=1)\n"
            "      --web          serve the web UI (and the OpenAI-compatible API) instead\n"
            "      --port N       port for --web (default 8000; 0 = any free port)\n"
@@ -214,16 +223,16 @@ static void web_listening(const char *url, int port, void *user) {
     fflush(stdout);
 }
 
-static int run_web(const char *path, const char *host, int port, const mtplx_ctx_params *cp, int depth) {
+/* sm holds the flags; the server resolves the mode once it has loaded the
+ * model (cli_serve_mode_attach) and prints the plan. */
+static int run_web(const char *path, const char *host, int port, cli_serve_mode *sm) {
     mtplx_server_params sp = mtplx_server_default_params();
     sp.model_path = path;
     sp.host = host;
     sp.port = port;
-    sp.n_ctx = cp->n_ctx;
-    sp.n_threads = cp->n_threads;
-    sp.draft_depth = depth;
     sp.on_listen = web_listening;
-    fprintf(stderr, "loading %s ...", path);
+    cli_serve_mode_attach(&sp, sm);
+    fprintf(stderr, "loading %s ...\n", path);
     fflush(stderr);
     struct sigaction sa = {0};
     sa.sa_handler = web_stop;
@@ -359,18 +368,24 @@ int cmd_start(int argc, char **argv) {
         {"ctx", required_argument, 0, 'c'},   {"threads", required_argument, 0, 't'},
         {"web", no_argument, 0, 'w'},         {"port", required_argument, 0, 'p'},
         {"host", required_argument, 0, 'H'},  {"no-color", no_argument, 0, 'C'},
+        {"mode", required_argument, 0, 'M'},  {"batch", required_argument, 0, 'b'},
+        {"kv-type", required_argument, 0, 'K'}, {"device", required_argument, 0, 'D'},
+        {"adaptive", no_argument, 0, 'A'},    {"no-adaptive", no_argument, 0, 'N'},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     const char *model_arg = NULL, *host = "127.0.0.1";
     mtplx_gen_params gp = mtplx_gen_default_params();
     gp.sampling.temperature = 0.7f;
     mtplx_ctx_params cp = mtplx_ctx_default_params();
+    cp.kv_type = CLI_KV_AUTO;
+    const char *mode = NULL;
+    bool no_adaptive = false;
     bool web = false, no_color = getenv("NO_COLOR") && *getenv("NO_COLOR");
     int port = 8000;
     long iv;
     double fv;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:n:c:t:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:n:c:t:b:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model_arg = optarg; break;
         case 'd':
@@ -400,14 +415,38 @@ int cmd_start(int argc, char **argv) {
             break;
         case 'H': host = optarg; break;
         case 'C': no_color = true; break;
+        case 'M': mode = optarg; break;
+        case 'b':
+            if (!cli_parse_int("start", "--batch", optarg, 1, 1 << 20, &iv)) return EXIT_USAGE;
+            cp.n_batch = (int32_t)iv;
+            break;
+        case 'K':
+            if (!cli_parse_kv_type("start", optarg, &cp.kv_type)) return EXIT_USAGE;
+            break;
+        case 'D':
+            if (!cli_parse_device("start", optarg, &cp.device)) return EXIT_USAGE;
+            break;
+        case 'A': gp.adaptive_depth = true; break;
+        case 'N': no_adaptive = true; break;
         case 'h': help(); return EXIT_OK;
         default: return cli_usage_error("start", "unknown option");
         }
     }
     if (optind < argc) return cli_usage_error("start", "unexpected argument '%s'", argv[optind]);
+    cli_mode mode_id;
+    if (!cli_mode_parse(mode, &mode_id))
+        return cli_usage_error("start", "--mode expects turbo, sustained, burst or auto, got '%s'", mode);
     char path[4096];
     if (!cli_resolve_model(model_arg, path, sizeof path)) return EXIT_RUNTIME;
-    if (web) return run_web(path, host, port, &cp, gp.draft_depth);
+    if (web) {
+        static cli_serve_mode sm; /* outlives the server */
+        cli_serve_mode_init(&sm);
+        sm.mode = mode;
+        sm.no_adaptive = no_adaptive;
+        sm.gp = gp;
+        sm.cp = cp;
+        return run_web(path, host, port, &sm);
+    }
 
     term t = {.tty = isatty(STDOUT_FILENO) != 0};
     t.color = t.tty && !no_color;
@@ -416,27 +455,37 @@ int cmd_start(int argc, char **argv) {
     double t0 = cli_now_ms();
     mtplx_model *model = NULL;
     mtplx_ctx *ctx = NULL;
-    if (mtplx_model_load(path, NULL, &model) != MTPLX_OK || mtplx_ctx_new(model, &cp, &ctx) != MTPLX_OK) {
+    if (mtplx_model_load(path, NULL, &model) != MTPLX_OK) {
         fputc('\n', stderr);
         cli_error("cannot load model");
-        mtplx_model_free(model);
         return EXIT_RUNTIME;
     }
     mtplx_model_info info;
     mtplx_model_get_info(model, &info);
     if (gp.draft_depth > 0 && info.n_mtp == 0) {
         fprintf(stderr, "\nmtplx start: --depth needs an MTP head; %s has none\n", path);
-        mtplx_ctx_free(ctx);
         mtplx_model_free(model);
         return EXIT_USAGE;
     }
-    int depth = gp.draft_depth < 0 ? (info.n_mtp ? 3 : 0) : gp.draft_depth;
-    gp.draft_depth = depth;
+    /* the mode: a chat's length is unknown, so auto is turbo (or sustained
+     * for --ctx > 8192); printed below, once the load line is complete */
+    cli_mode_plan plan;
+    cli_apply_mode(model, path, mode, 0, &gp, &cp, NULL, &plan);
+    if (no_adaptive) gp.adaptive_depth = plan.adaptive = false;
+    if (mtplx_ctx_new(model, &cp, &ctx) != MTPLX_OK) {
+        fputc('\n', stderr);
+        cli_mode_print(&plan, stderr);
+        cli_error("cannot create a context");
+        mtplx_model_free(model);
+        return EXIT_RUNTIME;
+    }
+    int depth = gp.draft_depth;
     const char *tmpl = mtplx_model_chat_template(model);
     bool chat = tmpl != NULL;
     fprintf(stderr, " done in %.0f ms\n%s: %s, %d layers, %s, MTP heads %d, draft depth %d, context %d\n",
             cli_now_ms() - t0, info.name, info.arch, info.n_layer, info.weight_type, info.n_mtp, depth,
             mtplx_ctx_n_ctx(ctx));
+    cli_mode_print(&plan, stderr);
     if (!chat)
         fprintf(stderr, "This is a base model without a chat template: it does not chat, it continues "
                         "your text.\nType the beginning of a passage; /help for commands.\n");
@@ -498,7 +547,11 @@ int cmd_start(int argc, char **argv) {
                 long d = strtol(text + 7, &end, 10);
                 if (end == text + 7 || d < 0 || d > MTPLX_MAX_DRAFT) printf("(expected a depth from 0 to %d)\n", MTPLX_MAX_DRAFT);
                 else if (d > 0 && !info.n_mtp) printf("(this model has no MTP head: depth stays 0)\n");
-                else gp.draft_depth = (int32_t)d;
+                else {
+                    gp.draft_depth = (int32_t)d;
+                    plan.depth = gp.draft_depth; /* asked: the mode's context rule no longer applies */
+                    plan.set_depth = true;
+                }
                 printf("(draft depth %d)\n", gp.draft_depth);
             } else if (!strncmp(text, "/max ", 5)) {
                 char *end;
@@ -569,6 +622,8 @@ int cmd_start(int argc, char **argv) {
         if (!chat) printf("%s%s%s", t.color ? BOLD : "", text, t.color ? RESET : "");
         fflush(stdout);
         mtplx_gen *g = NULL;
+        /* sustained mode: shallower drafts once the conversation is long */
+        gp.draft_depth = cli_mode_depth_at(&plan, (int32_t)n_ids + gp.max_tokens);
         mtplx_status st = mtplx_gen_start(ctx, ids, (int32_t)n_ids, &gp, &g);
         bool done = st != MTPLX_OK;
         while (!done && !interrupted) {

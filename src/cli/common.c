@@ -107,6 +107,21 @@ bool cli_parse_float(const char *cmd, const char *flag, const char *s, double lo
     return true;
 }
 
+bool cli_parse_kv_type(const char *cmd, const char *s, mtplx_kv_type *out) {
+    if (mtplx_kv_type_parse(s, out)) return true;
+    cli_usage_error(cmd, "--kv-type expects f16, f32 or q8_0, got '%s'", s ? s : "");
+    return false;
+}
+
+bool cli_parse_device(const char *cmd, const char *s, const char **out) {
+    if (s && (!strcmp(s, "cpu") || !strcmp(s, "cuda"))) {
+        *out = s;
+        return true;
+    }
+    cli_usage_error(cmd, "--device expects cpu or cuda, got '%s'", s ? s : "");
+    return false;
+}
+
 double cli_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -564,7 +564,7 @@ void cli_mode_resolve(cli_mode mode, const cli_mode_env *env, mtplx_gen_params *
     o->set_threads = cp->n_threads > 0;
     o->set_batch = cp->n_batch > 0;
     o->set_ctx = cp->n_ctx > 0;
-    o->set_kv = cp->kv_f32;
+    o->set_kv = cp->kv_f32 || cp->kv_type != CLI_KV_AUTO;
     o->set_adaptive = gp->adaptive_depth;
     int32_t train = env->n_ctx_train > 0 ? env->n_ctx_train : TURBO_CTX;
 
@@ -594,8 +594,18 @@ void cli_mode_resolve(cli_mode mode, const cli_mode_env *env, mtplx_gen_params *
     }
     o->base_depth = base;
     o->n_threads = env->n_threads > 0 ? env->n_threads : 1;
-    o->kv_f32 = false;
+    o->kv_type = MTPLX_KV_F16;
     o->adaptive = false;
+    if (mode == CLI_MODE_SUSTAINED) {
+        if (env->no_q8_kv) o->kv_note = env->no_q8_kv;
+        else o->kv_type = MTPLX_KV_Q8_0;
+    }
+    if (o->set_kv) o->kv_type = cp->kv_f32 ? MTPLX_KV_F32 : cp->kv_type;
+    /* env's figure is F16's 2 bytes a value; Q8_0 takes 34 bytes per 32 */
+    uint64_t f16 = env->kv_bytes_per_token;
+    o->kv_bytes_per_token = o->kv_type == MTPLX_KV_F32    ? 2 * f16
+                            : o->kv_type == MTPLX_KV_Q8_0 ? f16 * 17 / 32
+                                                          : f16;
     switch (mode) {
     case CLI_MODE_SUSTAINED: {
         o->n_batch = 256;
@@ -603,9 +613,9 @@ void cli_mode_resolve(cli_mode mode, const cli_mode_env *env, mtplx_gen_params *
         uint64_t budget = env->mem_available / 2;
         o->mem_budget = budget;
         int64_t fit = SUSTAINED_CTX;
-        if (env->kv_bytes_per_token > 0 && budget > 0)
+        if (o->kv_bytes_per_token > 0 && budget > 0)
             fit = budget > env->weight_bytes
-                      ? (int64_t)((budget - env->weight_bytes) / env->kv_bytes_per_token)
+                      ? (int64_t)((budget - env->weight_bytes) / o->kv_bytes_per_token)
                       : 512;
         if (fit > SUSTAINED_CTX) fit = SUSTAINED_CTX;
         fit = fit / 256 * 256;
@@ -629,7 +639,6 @@ void cli_mode_resolve(cli_mode mode, const cli_mode_env *env, mtplx_gen_params *
     if (o->set_threads) o->n_threads = cp->n_threads;
     if (o->set_batch) o->n_batch = cp->n_batch;
     if (o->set_ctx) o->n_ctx = cp->n_ctx;
-    if (o->set_kv) o->kv_f32 = true;
     if (o->set_adaptive) o->adaptive = true;
     if (o->set_depth) {
         o->depth = gp->draft_depth;
@@ -653,7 +662,8 @@ void cli_mode_resolve(cli_mode mode, const cli_mode_env *env, mtplx_gen_params *
     cp->n_threads = o->n_threads;
     cp->n_batch = o->n_batch;
     cp->n_ctx = o->n_ctx;
-    cp->kv_f32 = o->kv_f32;
+    cp->kv_type = o->kv_type;
+    cp->kv_f32 = false;
 }
 
 void cli_mode_print(const cli_mode_plan *p, FILE *log) {
@@ -661,8 +671,10 @@ void cli_mode_print(const cli_mode_plan *p, FILE *log) {
     fprintf(log, "mtplx: mode %s (%s) | depth %d (%s) | threads %d%s | n_batch %d%s | kv %s%s",
             cli_mode_name(p->mode), p->why, p->depth, p->depth_from, p->n_threads,
             p->set_threads ? " (flag)" : "", p->n_batch, p->set_batch ? " (flag)" : "",
-            p->kv_f32 ? "f32" : "f16", p->set_kv ? " (flag)" : "");
-    if (p->mode == CLI_MODE_SUSTAINED && !p->kv_f32) fprintf(log, " (q8 KV: not implemented)");
+            mtplx_kv_type_name(p->kv_type), p->set_kv ? " (flag)" : "");
+    if (p->kv_bytes_per_token)
+        fprintf(log, " %.1f KiB/token", (double)p->kv_bytes_per_token / 1024.0);
+    if (p->kv_note && !p->set_kv) fprintf(log, " (not q8_0: %s)", p->kv_note);
     fprintf(log, " | ctx %d%s", p->n_ctx, p->set_ctx ? " (flag)" : "");
     if (p->adaptive && p->depth > 0) fprintf(log, " | adaptive depth%s", p->set_adaptive ? " (flag)" : "");
     if (p->mem_budget)
@@ -684,10 +696,15 @@ int cli_apply_mode(const mtplx_model *model, const char *model_path, const char 
     mtplx_hwinfo_detect(&hw);
     cli_mode_env env = {.n_threads = hw.n_threads, .mem_available = hw.mem_available,
                         .weight_bytes = info.n_bytes, .n_ctx_train = info.n_ctx_train,
-                        .has_mtp = info.n_mtp > 0, .n_expected = n_expected};
+                        .has_mtp = info.n_mtp > 0, .n_expected = n_expected,
+                        .no_q8_kv = cp->device && !strcmp(cp->device, "cuda")
+                                        ? "q8_0 KV is CPU-only"
+                                    : info.head_dim % 32 ? "head_dim is not a multiple of 32"
+                                                         : NULL};
     int64_t kv_dim = (int64_t)info.n_head_kv * info.head_dim;
     /* K and V in F16 for every trunk layer plus one per draft position */
-    env.kv_bytes_per_token = (uint64_t)(2 * 2 * kv_dim * (info.n_layer + (info.n_mtp ? 4 : 0)));
+    env.kv_bytes_per_token =
+        mtplx_kv_bytes_per_token(MTPLX_KV_F16, kv_dim, info.n_layer + (info.n_mtp ? 4 : 0));
     if (info.n_mtp > 0 && gp->draft_depth < 0) {
         tune_key k;
         tune_entry e;
@@ -699,4 +716,39 @@ int cli_apply_mode(const mtplx_model *model, const char *model_path, const char 
     cli_mode_print(&plan, log);
     if (plan_out) *plan_out = plan;
     return EXIT_OK;
+}
+
+/* ---- the server's side (serve, start --web) ---- */
+
+void cli_serve_mode_init(cli_serve_mode *m) {
+    memset(m, 0, sizeof *m);
+    m->gp = mtplx_gen_default_params();
+    m->cp = mtplx_ctx_default_params();
+    m->cp.kv_type = CLI_KV_AUTO;
+}
+
+static mtplx_status serve_on_model(const mtplx_model *model, mtplx_server_params *sp, void *user) {
+    cli_serve_mode *m = user;
+    if (cli_apply_mode(model, sp->model_path, m->mode, 0, &m->gp, &m->cp, NULL, &m->plan) != EXIT_OK)
+        return mtplx_fail(MTPLX_ERR_ARG, "--mode %s: expected turbo, sustained, burst or auto", m->mode);
+    if (m->no_adaptive) m->gp.adaptive_depth = m->plan.adaptive = false;
+    cli_mode_print(&m->plan, stderr);
+    sp->n_ctx = m->cp.n_ctx;
+    sp->n_threads = m->cp.n_threads;
+    sp->n_batch = m->cp.n_batch;
+    sp->kv_type = m->cp.kv_type;
+    sp->device = m->cp.device;
+    sp->draft_depth = m->gp.draft_depth;
+    sp->adaptive_depth = m->gp.adaptive_depth;
+    return MTPLX_OK;
+}
+
+static int32_t serve_depth_for(int32_t n_positions, void *user) {
+    return cli_mode_depth_at(&((cli_serve_mode *)user)->plan, n_positions);
+}
+
+void cli_serve_mode_attach(mtplx_server_params *sp, cli_serve_mode *m) {
+    sp->on_model = serve_on_model;
+    sp->depth_for = serve_depth_for;
+    sp->user = m;
 }

@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "core/hwinfo.h"
+#include "server/server.h"
 
 /* ------------------------------------------------------------------ */
 /* The store                                                           */
@@ -126,33 +127,45 @@ typedef struct cli_mode_env {
     int32_t n_threads;          /* logical CPUs */
     uint64_t mem_available;     /* bytes */
     uint64_t weight_bytes;
-    uint64_t kv_bytes_per_token;/* F16 KV, trunk + MTP layers */
+    uint64_t kv_bytes_per_token;/* F16 KV, trunk + MTP layers (other types scale it) */
     int32_t n_ctx_train;
     bool has_mtp;
     int32_t tuned_depth;        /* 0: nothing in the store */
     int32_t n_expected;         /* prompt + new tokens, 0 = unknown (chat, server) */
+    /* NULL when a Q8_0 KV cache can run; else why not ("q8_0 KV is CPU-only",
+     * a head_dim that is not whole blocks): sustained then keeps F16 */
+    const char *no_q8_kv;
 } cli_mode_env;
+
+/* cp->kv_type before resolving when no --kv-type / --kv-f32 flag was given:
+ * the mode picks. Never reaches the library (cli_mode_resolve replaces it). */
+#define CLI_KV_AUTO ((mtplx_kv_type)-1)
 
 typedef struct cli_mode_plan {
     cli_mode mode;              /* never AUTO after resolving */
     char why[160];              /* how the mode was chosen */
     int32_t depth, n_threads, n_batch, n_ctx;
-    bool kv_f32, adaptive;
+    mtplx_kv_type kv_type;
+    const char *kv_note;        /* sustained wanted Q8_0 and could not have it: why */
+    bool adaptive;
     char depth_from[48];        /* "tuned", "flag", "default", "no MTP head", ... */
     uint64_t mem_budget;        /* sustained: bytes for weights + KV (0 = none) */
+    uint64_t kv_bytes_per_token;/* of the chosen KV type */
     int32_t base_depth;         /* sustained: depth before the context rule */
     /* which knobs came from the user's flags */
     bool set_depth, set_threads, set_batch, set_ctx, set_kv, set_adaptive;
 } cli_mode_plan;
 
 /* Resolve a mode against gp/cp, which hold the user's flags: a knob still at
- * its "unset" value (draft_depth -1, n_threads / n_batch / n_ctx 0, kv_f32
- * false, adaptive_depth false) is filled by the preset; a set one is kept.
+ * its "unset" value (draft_depth -1, n_threads / n_batch / n_ctx 0, kv_type
+ * CLI_KV_AUTO with kv_f32 false, adaptive_depth false) is filled by the
+ * preset; a set one is kept (kv_f32 = true becomes kv_type F32).
  *  turbo:     depth = tuned or 3; threads = all; n_batch 512; KV F16;
  *             ctx = min(train, 4096).
- *  sustained: ctx = min(train, 32768, what fits half the available memory
- *             after the weights); n_batch 256 (chunked prefill); KV F16 (a
- *             Q8 KV cache is what this mode wants; it is not implemented);
+ *  sustained: KV Q8_0 (F16 where it cannot run, env->no_q8_kv); ctx =
+ *             min(train, 32768, what fits half the available memory after
+ *             the weights, counting the chosen KV type's bytes); n_batch 256
+ *             (chunked prefill);
  *             depth from the per-context-length rule (cli_mode_depth_at) on
  *             the expected length, and adaptive_depth on, so the engine
  *             lowers depth further when verification gets costlier.
@@ -171,11 +184,13 @@ void cli_mode_resolve(cli_mode mode, const cli_mode_env *env, mtplx_gen_params *
 int32_t cli_mode_depth_at(const cli_mode_plan *p, int32_t n_positions);
 
 /* Print "mtplx: mode M (why) | depth D (from) | threads T | n_batch B |
- * kv f16 | ctx C [| adaptive] [| budget X GiB]" to log. */
+ * kv T N KiB/token | ctx C [| adaptive] [| budget X GiB]" to log (T: f16,
+ * f32 or q8_0; N: the KV bytes one position costs, trunk and MTP head). */
 void cli_mode_print(const cli_mode_plan *p, FILE *log);
 
 /* How a generating command uses it (run does; start / serve the same way):
  * parse flags into gp / cp as before (leaving unset knobs at their defaults),
+ * with cp.kv_type = CLI_KV_AUTO unless --kv-type / --kv-f32 was given,
  * add --mode M (and -b/--batch, --no-adaptive if wanted), load the model,
  * then before mtplx_ctx_new:
  *     cli_mode_plan plan;
@@ -191,6 +206,23 @@ void cli_mode_print(const cli_mode_plan *p, FILE *log);
 int cli_apply_mode(const mtplx_model *model, const char *model_path, const char *mode,
                    int32_t n_expected, mtplx_gen_params *gp, mtplx_ctx_params *cp, FILE *log,
                    cli_mode_plan *plan_out);
+
+/* The same for the server (`serve`, `start --web`), which loads the model
+ * itself: fill gp / cp with the flags as above (cp.kv_type = CLI_KV_AUTO
+ * unless given), then cli_serve_mode_attach(&sp, &m): the server calls back
+ * once the model is loaded, the mode is resolved and printed to stderr and
+ * the server's params filled from it; in sustained mode each request that
+ * does not ask for a depth gets cli_mode_depth_at(prompt + max tokens). m
+ * must outlive mtplx_server_run. */
+typedef struct cli_serve_mode {
+    const char *mode;      /* --mode, NULL = auto (turbo, or sustained for --ctx > 8192) */
+    bool no_adaptive;      /* --no-adaptive */
+    mtplx_gen_params gp;   /* draft_depth, adaptive_depth from the flags */
+    mtplx_ctx_params cp;   /* n_ctx, n_threads, n_batch, kv_type, device from the flags */
+    cli_mode_plan plan;    /* filled when the model is loaded */
+} cli_serve_mode;
+void cli_serve_mode_init(cli_serve_mode *m);
+void cli_serve_mode_attach(mtplx_server_params *sp, cli_serve_mode *m);
 
 /* Median of n doubles (sorts a copy; 0 when n == 0). */
 double tune_median(const double *v, int n);

@@ -8,9 +8,50 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 mtplx_ctx_params mtplx_ctx_default_params(void) {
-    return (mtplx_ctx_params){.n_ctx = 0, .n_threads = 0, .n_batch = 0, .kv_f32 = false};
+    return (mtplx_ctx_params){.n_ctx = 0, .n_threads = 0, .n_batch = 0, .kv_type = MTPLX_KV_F16,
+                              .kv_f32 = false};
+}
+
+static const char *const kv_names[] = {"f16", "f32", "q8_0"};
+
+const char *mtplx_kv_type_name(mtplx_kv_type t) {
+    return (unsigned)t < sizeof kv_names / sizeof *kv_names ? kv_names[t] : "?";
+}
+
+bool mtplx_kv_type_parse(const char *s, mtplx_kv_type *out) {
+    if (!s) return false;
+    for (unsigned i = 0; i < sizeof kv_names / sizeof *kv_names; i++)
+        if (!strcasecmp(s, kv_names[i])) {
+            *out = (mtplx_kv_type)i;
+            return true;
+        }
+    if (!strcasecmp(s, "q8")) {
+        *out = MTPLX_KV_Q8_0;
+        return true;
+    }
+    return false;
+}
+
+/* The kernels' type id of a public KV type; -1 if unknown. */
+static int kv_type_id(mtplx_kv_type t) {
+    switch (t) {
+    case MTPLX_KV_F16: return MTPLX_TYPE_F16;
+    case MTPLX_KV_F32: return MTPLX_TYPE_F32;
+    case MTPLX_KV_Q8_0: return MTPLX_TYPE_Q8_0;
+    }
+    return -1;
+}
+
+uint64_t mtplx_kv_bytes_per_token(mtplx_kv_type t, int64_t n_kv_dim, int32_t n_layers) {
+    int id = kv_type_id(t);
+    if (id < 0 || n_kv_dim <= 0 || n_layers <= 0) return 0;
+    /* a Q8_0 row that is not whole blocks cannot exist; count it as F16 */
+    size_t row = mtplx_row_size(id, n_kv_dim);
+    if (!row) row = mtplx_row_size(MTPLX_TYPE_F16, n_kv_dim);
+    return 2 * (uint64_t)row * (uint64_t)n_layers;
 }
 
 mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, mtplx_ctx **out) {
@@ -21,6 +62,16 @@ mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, m
     bool cuda = p.device && strcmp(p.device, "cuda") == 0;
     if (p.device && !cuda && strcmp(p.device, "cpu") != 0)
         return mtplx_fail(MTPLX_ERR_ARG, "context: unknown device \"%s\" (cpu or cuda)", p.device);
+    int kv_type = kv_type_id(p.kv_type);
+    if (kv_type < 0)
+        return mtplx_fail(MTPLX_ERR_ARG, "context: kv_type %d is not MTPLX_KV_F16, F32 or Q8_0", (int)p.kv_type);
+    if (p.kv_f32 && p.kv_type != MTPLX_KV_F16 && p.kv_type != MTPLX_KV_F32)
+        return mtplx_fail(MTPLX_ERR_ARG, "context: kv_f32 is set and kv_type is %s; set one of them",
+                          mtplx_kv_type_name(p.kv_type));
+    if (p.kv_f32) kv_type = MTPLX_TYPE_F32;
+    if (cuda && kv_type == MTPLX_TYPE_Q8_0)
+        return mtplx_fail(MTPLX_ERR_UNSUPPORTED, "context: a Q8_0 KV cache runs on the CPU only; "
+                          "with device cuda use kv_type F16 (--kv-type f16)");
     if (cuda && model->bert)
         return mtplx_fail(MTPLX_ERR_UNSUPPORTED, "context: encoder models run on the CPU only");
     const mtplx_hparams *hp = &model->hp;
@@ -37,7 +88,7 @@ mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, m
     c->model = model;
     c->n_ctx = p.n_ctx;
     c->n_batch = p.n_batch;
-    c->kv_f32 = p.kv_f32;
+    c->kv_type = kv_type;
     int64_t max_k = hp->n_ff;
     if ((int64_t)hp->n_head * hp->head_dim > max_k) max_k = (int64_t)hp->n_head * hp->head_dim;
     if (2 * (int64_t)hp->n_embd > max_k) max_k = 2 * (int64_t)hp->n_embd;
@@ -53,7 +104,7 @@ mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, m
         st = cuda ? mtplx_backend_cuda_new(0, max_k, p.n_batch, p.n_ctx, &c->be)
                   : mtplx_backend_cpu_new(p.n_threads, max_k, p.n_batch, p.n_ctx, &c->be);
     }
-    if (st == MTPLX_OK) st = mtplx_kv_init(&c->kv, c->be, hp, hp->n_layer, p.n_ctx, p.kv_f32);
+    if (st == MTPLX_OK) st = mtplx_kv_init(&c->kv, c->be, hp, hp->n_layer, p.n_ctx, kv_type);
     if (st == MTPLX_OK) st = mtplx_acts_init(&c->acts, c->be, hp, p.n_batch);
     c->tokens = calloc((size_t)p.n_ctx, sizeof(int32_t));
     c->work = calloc((size_t)hp->n_vocab, sizeof(float));
@@ -95,7 +146,7 @@ mtplx_status mtplx_ctx_streams(mtplx_ctx *c, int32_t depth) {
     if (depth > MTPLX_MAX_DRAFT) depth = MTPLX_MAX_DRAFT;
     while (c->n_streams < depth) {
         int d = c->n_streams + 1; /* stream d lives in mtp_kv[d-1], hist[d], spec[d] */
-        MTPLX_TRY(mtplx_kv_init(&c->mtp_kv[d - 1], c->be, hp, 1, c->n_ctx, c->kv_f32));
+        MTPLX_TRY(mtplx_kv_init(&c->mtp_kv[d - 1], c->be, hp, 1, c->n_ctx, c->kv_type));
         c->hist[d] = calloc((size_t)c->n_ctx * e, sizeof(float));
         c->spec[d] = calloc((size_t)(MTPLX_MAX_DRAFT + 1) * e, sizeof(float));
         if (!c->hist[d] || !c->spec[d])

@@ -203,7 +203,7 @@ static mtplx_status embed_decoder(mtplx_ctx *c, int32_t **ids, const size_t *len
     enum { MAX_SEGS = 64 };
     const mtplx_model *m = c->model;
     int64_t e = m->hp.n_embd;
-    size_t es = c->kv.kv_type == MTPLX_TYPE_F32 ? 4 : 2, row_bytes = (size_t)c->kv.row * es;
+    size_t row_bytes = c->kv.row_bytes;
     int32_t cap = c->n_batch < c->n_ctx ? c->n_batch : c->n_ctx;
     float *tmp = malloc((size_t)e * sizeof(float));
     int32_t *toks = malloc((size_t)cap * sizeof(int32_t));

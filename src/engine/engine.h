@@ -14,7 +14,7 @@ struct mtplx_ctx {
     int32_t n_ctx, n_batch, n_past;
     int32_t *tokens;   /* [n_ctx] tokens whose K/V are in the cache */
     bool be_shared;    /* the backend belongs to another context */
-    bool kv_f32;
+    int kv_type;       /* MTPLX_TYPE_F16, F32 or Q8_0: trunk and MTP head caches */
     int32_t last_n;    /* tokens in the last forward */
     bool last_all;     /* ... and whether all their logits were kept */
     /* MTP head state, one causal stream per draft depth, exactly as the head

@@ -233,8 +233,20 @@ void mtplx_store_rows(int kv_type, const float *src, void *dst, int64_t n, int64
         memcpy(dst, src, (size_t)(n * d) * sizeof(float));
     else if (kv_type == MTPLX_TYPE_F16)
         mtplx_kernels_ops()->f32_to_f16(src, dst, n * d);
-    else
-        MTPLX_ASSERT(!"KV type must be F16 or F32");
+    else if (kv_type == MTPLX_TYPE_Q8_0) {
+        /* block by block with the activation quantizer, whose values and
+         * fp16-rounded scales are mtplx_quantize_row's bit for bit; a
+         * position's blocks never depend on how many rows came together */
+        const kernel_ops *ops = mtplx_kernels_ops();
+        MTPLX_ASSERT(d % QK8_0 == 0);
+        block_q8_0 *b = dst;
+        for (int64_t i = 0; i < n * d / QK8_0; i++) {
+            float s;
+            ops->quant_q8_0(src + i * QK8_0, QK8_0, (int8_t *)b[i].qs, &s);
+            b[i].d = mtplx_fp32_to_fp16(s);
+        }
+    } else
+        MTPLX_ASSERT(!"KV type must be F16, F32 or Q8_0");
 }
 
 /* ---- attention ---- */
@@ -266,7 +278,9 @@ void mtplx_attention(mtplx_threadpool *tp, const float *q, int64_t n_tok, int n_
                      int n_head_kv, int head_dim, const void *k, const void *v, int kv_type,
                      int64_t pos0, float scale, float *out, void *scratch) {
     MTPLX_ASSERT(n_head > 0 && n_head_kv > 0 && n_head % n_head_kv == 0 && head_dim > 0);
-    MTPLX_ASSERT(kv_type == MTPLX_TYPE_F16 || kv_type == MTPLX_TYPE_F32);
+    MTPLX_ASSERT(kv_type == MTPLX_TYPE_F16 || kv_type == MTPLX_TYPE_F32 ||
+                 (kv_type == MTPLX_TYPE_Q8_0 && head_dim % QK8_0 == 0 &&
+                  head_dim <= MTPLX_KV_Q8_0_MAX_HEAD_DIM));
     MTPLX_ASSERT(scratch && pos0 >= 0);
     if (n_tok <= 0) return;
     attn_args a = {q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type, pos0, scale, out};

@@ -109,16 +109,23 @@ void mtplx_softmax(float *x, int64_t n);               /* in place, max-subtract
  * against a KV cache holding positions 0 .. pos0+n_tok-1 (the new tokens
  * already written).
  *   q:   [n_tok][n_head][head_dim] f32
- *   k,v: [n_ctx][n_head_kv][head_dim] in kv_type (MTPLX_TYPE_F16 or F32)
+ *   k,v: [n_ctx][n_head_kv][head_dim] in kv_type: F16, F32, or Q8_0 (each
+ *        position a row of GGUF block_q8_0, head_dim a multiple of 32, so
+ *        every block lies inside one head, and at most
+ *        MTPLX_KV_Q8_0_MAX_HEAD_DIM). Over Q8_0 the scores use q rounded to
+ *        Q8_0 and integer dots, as GGML's CPU path does; values stay float.
  *   out: [n_tok][n_head][head_dim] f32
  * GQA: head h reads kv head h / (n_head / n_head_kv). scale = 1/sqrt(head_dim)
  * normally. scratch: mtplx_attention_scratch_size() bytes. */
+#define MTPLX_KV_Q8_0_MAX_HEAD_DIM 1024
 size_t mtplx_attention_scratch_size(int64_t n_ctx, int n_threads);
 void mtplx_attention(mtplx_threadpool *tp, const float *q, int64_t n_tok, int n_head,
                      int n_head_kv, int head_dim, const void *k, const void *v, int kv_type,
                      int64_t pos0, float scale, float *out, void *scratch);
 
-/* Store n rows of d floats into a KV cache row block of kv_type. */
+/* Store n rows of d floats into a KV cache row block of kv_type (row stride
+ * mtplx_row_size(kv_type, d)). Q8_0 rows are quantized one by one with
+ * mtplx_quantize_row, so a row's bytes never depend on n. */
 void mtplx_store_rows(int kv_type, const float *src, void *dst, int64_t n, int64_t d);
 
 /* ---- variants, for tests and benchmarks ----

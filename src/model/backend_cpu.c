@@ -60,8 +60,7 @@ static void cpu_add(mtplx_backend *be, float *y, const float *x, int64_t n) { mt
 
 static void cpu_kv_store(mtplx_backend *be, int kv_type, void *kv, int64_t row, const float *src,
                          int64_t n, int64_t d) {
-    size_t es = kv_type == MTPLX_TYPE_F32 ? 4 : 2;
-    mtplx_store_rows(kv_type, src, (char *)kv + (size_t)row * (size_t)d * es, n, d);
+    mtplx_store_rows(kv_type, src, (char *)kv + (size_t)row * mtplx_row_size(kv_type, d), n, d);
 }
 
 static void cpu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n_head,

@@ -2,7 +2,8 @@
  * verification alike) and the MTP head's forward, on a backend.
  *
  * Activations are [n][dim] row-major f32; the KV cache is per layer
- * [n_ctx][n_head_kv * head_dim] in F16 (default) or F32. Writing positions
+ * [n_ctx][n_head_kv * head_dim] in F16 (default), F32 or Q8_0 (GGUF blocks,
+ * each position quantized on its own when stored). Writing positions
  * pos0.. overwrites whatever a rejected draft left there, which is why
  * rolling back the cache is only a counter. */
 #include "kernels/kernels.h"
@@ -12,16 +13,24 @@
 #include <string.h>
 
 mtplx_status mtplx_kv_init(mtplx_kv *kv, mtplx_backend *be, const mtplx_hparams *hp, int n_layers,
-                           int64_t n_ctx, bool f32) {
+                           int64_t n_ctx, int kv_type) {
     memset(kv, 0, sizeof *kv);
-    kv->kv_type = f32 ? MTPLX_TYPE_F32 : MTPLX_TYPE_F16;
+    int64_t row = (int64_t)hp->n_head_kv * hp->head_dim;
+    if (kv_type != MTPLX_TYPE_F16 && kv_type != MTPLX_TYPE_F32 && kv_type != MTPLX_TYPE_Q8_0)
+        return mtplx_fail(MTPLX_ERR_ARG, "KV cache: type %d is not F16, F32 or Q8_0", kv_type);
+    if (kv_type == MTPLX_TYPE_Q8_0 && (hp->head_dim % QK8_0 || hp->head_dim > MTPLX_KV_Q8_0_MAX_HEAD_DIM))
+        return mtplx_fail(MTPLX_ERR_UNSUPPORTED, "KV cache: Q8_0 needs a head_dim that is a multiple "
+                          "of %d (blocks must not straddle heads) and at most %d, the model has %d; use F16",
+                          QK8_0, MTPLX_KV_Q8_0_MAX_HEAD_DIM, hp->head_dim);
+    kv->kv_type = kv_type;
     kv->n_ctx = n_ctx;
-    kv->row = (int64_t)hp->n_head_kv * hp->head_dim;
+    kv->row = row;
+    kv->row_bytes = mtplx_row_size(kv_type, row);
     kv->n_layers = n_layers;
     kv->k = calloc((size_t)n_layers, sizeof(void *));
     kv->v = calloc((size_t)n_layers, sizeof(void *));
     if (!kv->k || !kv->v) goto oom;
-    size_t bytes = (size_t)n_ctx * (size_t)kv->row * (f32 ? 4 : 2);
+    size_t bytes = (size_t)n_ctx * kv->row_bytes;
     for (int i = 0; i < n_layers; i++) {
         kv->k[i] = be->buf_alloc(be, bytes);
         kv->v[i] = be->buf_alloc(be, bytes);

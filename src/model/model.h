@@ -83,8 +83,9 @@ mtplx_status mtplx_model_from_gguf(mtplx_gguf *g, const char *path, const char *
 
 /* Per-context state of the forward pass: KV cache and activations. */
 typedef struct mtplx_kv {
-    int kv_type;     /* MTPLX_TYPE_F16 or F32 */
-    int64_t n_ctx, row; /* row = n_head_kv * head_dim */
+    int kv_type;     /* MTPLX_TYPE_F16, F32 or Q8_0 */
+    int64_t n_ctx, row; /* row = n_head_kv * head_dim elements */
+    size_t row_bytes;   /* bytes of one position: mtplx_row_size(kv_type, row) */
     void **k, **v;   /* per layer [n_ctx][row] */
     int n_layers;
 } mtplx_kv;
@@ -103,7 +104,7 @@ typedef struct mtplx_acts {
 } mtplx_acts;
 
 mtplx_status mtplx_kv_init(mtplx_kv *kv, mtplx_backend *be, const mtplx_hparams *hp,
-                           int n_layers, int64_t n_ctx, bool f32);
+                           int n_layers, int64_t n_ctx, int kv_type);
 void mtplx_kv_free(mtplx_kv *kv, mtplx_backend *be);
 mtplx_status mtplx_acts_init(mtplx_acts *a, mtplx_backend *be, const mtplx_hparams *hp,
                              int64_t n_max);

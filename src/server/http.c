@@ -308,6 +308,7 @@ mtplx_status mtplx_server_run(const mtplx_server_params *pp) {
         goto done;
     }
     if ((st = mtplx_model_load(s->p.model_path, &mp, &s->model)) != MTPLX_OK) goto done;
+    if (s->p.on_model && (st = s->p.on_model(s->model, &s->p, s->p.user)) != MTPLX_OK) goto done;
     s->tok = mtplx_model_tokenizer(s->model);
     if (s->p.model_id) snprintf(s->model_id, sizeof s->model_id, "%s", s->p.model_id);
     else base_id(s->p.model_path, s->model_id, sizeof s->model_id);
@@ -336,7 +337,8 @@ mtplx_status mtplx_server_run(const mtplx_server_params *pp) {
     if ((st = srv_aux_load(s)) != MTPLX_OK) goto done;
     s->metrics = srv_metrics_new();
     srv_sched_params sp = {.n_slots = s->p.n_parallel, .n_ctx = s->p.n_ctx, .n_threads = s->p.n_threads,
-                           .max_queue = s->p.max_queue};
+                           .max_queue = s->p.max_queue, .n_batch = s->p.n_batch, .kv_type = s->p.kv_type,
+                           .device = s->p.device, .depth_for = s->p.depth_for, .depth_user = s->p.user};
     if (!s->metrics || (st = srv_sched_new(s->model, &sp, s->metrics, &s->sched)) != MTPLX_OK) {
         if (st == MTPLX_OK) st = MTPLX_ERR_NOMEM;
         goto done;

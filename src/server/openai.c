@@ -77,7 +77,8 @@ static bool check_model(srv *s, cJSON *root, srv_reply *rep) {
 }
 
 /* Sampling fields shared by both endpoints. */
-static bool parse_sampling(srv *s, cJSON *root, mtplx_gen_params *gp, srv_reply *rep) {
+static bool parse_sampling(srv *s, cJSON *root, srv_req *r, srv_reply *rep) {
+    mtplx_gen_params *gp = &r->gp;
     double v;
     long iv;
     gp->sampling = mtplx_sampler_default_params();
@@ -122,6 +123,8 @@ static bool parse_sampling(srv *s, cJSON *root, mtplx_gen_params *gp, srv_reply 
     iv = s->draft_depth;
     if (!get_int(root, "draft_depth", -1, MTPLX_MAX_DRAFT, &iv, rep)) return false;
     gp->draft_depth = (int32_t)iv;
+    r->depth_asked = field(root, "draft_depth") != NULL;
+    gp->adaptive_depth = s->p.adaptive_depth;
     mtplx_model_info info;
     mtplx_model_get_info(s->model, &info);
     if (gp->draft_depth > 0 && info.n_mtp == 0) gp->draft_depth = 0;
@@ -579,7 +582,7 @@ void srv_chat(srv *s, const char *body, size_t n, srv_reply *rep, srv_gone_fn go
     if (!get_bool(root, "stream", &stream, rep) || !get_bool(root, "logprobs", &logprobs, rep) ||
         !get_int(root, "max_tokens", 1, 1 << 24, &max_tokens, rep) ||
         !get_int(root, "max_completion_tokens", 1, 1 << 24, &max_tokens, rep) ||
-        !get_int(root, "top_logprobs", 0, 20, &top_lp, rep) || !parse_sampling(s, root, &r->gp, rep))
+        !get_int(root, "top_logprobs", 0, 20, &top_lp, rep) || !parse_sampling(s, root, r, rep))
         goto done;
     cJSON *so = field(root, "stream_options");
     if (so) {
@@ -692,7 +695,7 @@ void srv_completions(srv *s, const char *body, size_t n, srv_reply *rep, srv_gon
     long max_tokens = 16, logprobs = -1;
     if (!get_bool(root, "stream", &stream, rep) || !get_bool(root, "echo", &echo, rep) ||
         !get_int(root, "max_tokens", 0, 1 << 24, &max_tokens, rep) ||
-        !get_int(root, "logprobs", 0, 20, &logprobs, rep) || !parse_sampling(s, root, &r->gp, rep) ||
+        !get_int(root, "logprobs", 0, 20, &logprobs, rep) || !parse_sampling(s, root, r, rep) ||
         !parse_stop(NULL, root, r, rep))
         goto done;
     cJSON *so = field(root, "stream_options");
@@ -812,6 +815,7 @@ void srv_models(srv *s, srv_reply *rep) {
             cJSON_AddNumberToObject(meta, "n_mtp", info.n_mtp);
             cJSON_AddNumberToObject(meta, "draft_depth", s->draft_depth < 0 ? (info.n_mtp ? 3 : 0) : s->draft_depth);
             cJSON_AddNumberToObject(meta, "n_parallel", s->p.n_parallel);
+            cJSON_AddStringToObject(meta, "kv_type", mtplx_kv_type_name(s->p.kv_type));
             cJSON_AddBoolToObject(meta, "chat_template", s->tmpl != NULL);
         }
         cJSON_AddItemToArray(d, m);

@@ -39,6 +39,8 @@ struct srv_sched {
     int q_head, q_len;
     int n_active;
     bool stop;
+    int32_t (*depth_for)(int32_t n_positions, void *user);
+    void *depth_user;
 };
 
 srv_req *srv_req_new(void) {
@@ -100,9 +102,14 @@ mtplx_status srv_sched_new(mtplx_model *model, const srv_sched_params *p, srv_me
         srv_sched_free(s);
         return MTPLX_ERR_NOMEM;
     }
+    s->depth_for = p->depth_for;
+    s->depth_user = p->depth_user;
     mtplx_ctx_params cp = mtplx_ctx_default_params();
     cp.n_ctx = p->n_ctx;
     cp.n_threads = p->n_threads;
+    cp.n_batch = p->n_batch;
+    cp.kv_type = p->kv_type;
+    cp.device = p->device;
     for (int i = 0; i < s->n_slots; i++) {
         cp.share_backend_of = i ? s->slots[0].ctx : NULL;
         mtplx_status st = mtplx_ctx_new(model, &cp, &s->slots[i].ctx);
@@ -281,8 +288,15 @@ static void assign(srv_sched *s) {
             srv_req_unref(r);
             continue;
         }
+        mtplx_gen_params gp = r->gp;
+        if (s->depth_for && !r->depth_asked && gp.draft_depth != 0) {
+            /* the per-request depth rule (sustained mode: shallower drafts
+             * for requests that will reach long contexts) */
+            int32_t want = gp.max_tokens > 0 ? r->n_prompt + gp.max_tokens : s->n_ctx;
+            gp.draft_depth = s->depth_for(want < s->n_ctx ? want : s->n_ctx, s->depth_user);
+        }
         mtplx_gen *g = NULL;
-        mtplx_status st = mtplx_gen_start(sl->ctx, r->prompt, r->n_prompt, &r->gp, &g);
+        mtplx_status st = mtplx_gen_start(sl->ctx, r->prompt, r->n_prompt, &gp, &g);
         if (st != MTPLX_OK) {
             finish_req(r, FIN_ERROR, mtplx_last_error());
             srv_req_unref(r);

@@ -103,6 +103,7 @@ typedef struct srv_req {
     int32_t *prompt;
     int32_t n_prompt;
     mtplx_gen_params gp;
+    bool depth_asked;   /* gp.draft_depth came from the request (else the scheduler may rule it) */
     char **stops;
     int n_stops;
     size_t max_stop;
@@ -132,7 +133,12 @@ int srv_req_tokens_released(const srv_req *r);
 typedef struct srv_metrics srv_metrics;
 typedef struct srv_sched srv_sched;
 typedef struct srv_sched_params {
-    int n_slots, n_ctx, n_threads, max_queue;
+    int n_slots, n_ctx, n_threads, max_queue, n_batch;
+    mtplx_kv_type kv_type;
+    const char *device;
+    /* mtplx_server_params.depth_for and its user (may be NULL) */
+    int32_t (*depth_for)(int32_t n_positions, void *user);
+    void *depth_user;
 } srv_sched_params;
 mtplx_status srv_sched_new(mtplx_model *model, const srv_sched_params *p, srv_metrics *m,
                            srv_sched **out);

@@ -6,7 +6,8 @@
  * and convert to float once per 256 values. Activations arrive quantized
  * (see kernels_impl.h). Also: activation quantizers bit-identical to the
  * reference, small elementwise ops with a vectorized exp, and attention with
- * F16C key/value loads. Not here: AVX-512 (x86_avx512.c). */
+ * F16C key/value loads or over a Q8_0 cache (int8 dots for the scores).
+ * Not here: AVX-512 (x86_avx512.c). */
 #include "kernels/cpu/x86_simd.h"
 
 /* ---- Q8_0 / Q4_0 (shared template) ---- */
@@ -457,7 +458,91 @@ AI void attn_head(const attn_args *a, int64_t tok, int head, float *scores, cons
     }
 }
 
+/* ---- attention over a Q8_0 cache ----
+ * Scores as GGML's CPU path computes them over a q8_0 cache: q rounded to
+ * Q8_0 (quant_q8_0_avx2, the reference's values), one exact int8 dot per
+ * block, scaled by both blocks' scales (the contract attn_ref follows).
+ * Values are dequantized on the fly in float. Each position's row is blocks
+ * of 32 values with one fp16 scale, and a head covers head_dim / 32 whole
+ * blocks (head_dim <= ATTN_Q8_MAX_HD here; larger heads take the reference). */
+#define ATTN_Q8_MAX_HD 512
+
+AI __m256 q8_8(const int8_t *p) { /* 8 int8 values as floats */
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+/* 8 int32 lanes summing to the dot product of 32 int8 pairs (|values| <=
+ * 127, so maddubs on |a| and b's sign-adjusted copy cannot saturate) */
+AI __m256i i8_dot32(__m256i a, __m256i b) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a)),
+                             _mm256_set1_epi16(1));
+}
+
+/* one key block against the quantized q block: (float)dot * (dq * dk), 8 lanes */
+AI __m256 q8_key_block(__m256i qv, float dq, const block_q8_0 *k, __m256 acc) {
+    __m256i kv = _mm256_loadu_si256((const __m256i *)k->qs);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(i8_dot32(qv, kv)), _mm256_set1_ps(dq * f16_to_f32(k->d)), acc);
+}
+
+static void attn_head_q8_0(const attn_args *a, int64_t tok, int head, float *scores) {
+    const int hd = a->head_dim, nb = hd / QK8_0, kvh = head / (a->n_head / a->n_head_kv);
+    const size_t row_b = (size_t)a->n_head_kv * (size_t)nb, off_b = (size_t)kvh * (size_t)nb;
+    const block_q8_0 *K = (const block_q8_0 *)a->k + off_b, *V = (const block_q8_0 *)a->v + off_b;
+    const int64_t n_kv = a->pos0 + tok + 1;
+    const float *q = a->q + ((size_t)tok * a->n_head + head) * hd;
+    float *out = a->out + ((size_t)tok * a->n_head + head) * hd;
+    int8_t qq[ATTN_Q8_MAX_HD] __attribute__((aligned(32)));
+    float qd[ATTN_Q8_MAX_HD / QK8_0];
+    quant_q8_0_avx2(q, hd, qq, qd);
+    int64_t j = 0;
+    for (; j + 4 <= n_kv; j += 4) {
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        for (int b = 0; b < nb; b++) {
+            const __m256i qv = _mm256_load_si256((const __m256i *)(qq + b * QK8_0));
+            s0 = q8_key_block(qv, qd[b], K + (size_t)(j + 0) * row_b + b, s0);
+            s1 = q8_key_block(qv, qd[b], K + (size_t)(j + 1) * row_b + b, s1);
+            s2 = q8_key_block(qv, qd[b], K + (size_t)(j + 2) * row_b + b, s2);
+            s3 = q8_key_block(qv, qd[b], K + (size_t)(j + 3) * row_b + b, s3);
+        }
+        _mm_storeu_ps(scores + j, _mm_mul_ps(hsum8x4(s0, s1, s2, s3), _mm_set1_ps(a->scale)));
+    }
+    for (; j < n_kv; j++) {
+        __m256 s = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++)
+            s = q8_key_block(_mm256_load_si256((const __m256i *)(qq + b * QK8_0)), qd[b], K + (size_t)j * row_b + b, s);
+        scores[j] = hsum8(s) * a->scale;
+    }
+    const float inv = 1.f / exp_sum(scores, n_kv, max_of(scores, n_kv));
+    /* out = sum_j p_j d_jb v_jb: two blocks (8 registers) at a time */
+    for (int b0 = 0; b0 < nb; b0 += 2) {
+        const int two = b0 + 1 < nb;
+        __m256 acc[8];
+        UNROLL
+        for (int u = 0; u < 8; u++) acc[u] = _mm256_setzero_ps();
+        for (j = 0; j < n_kv; j++) {
+            const block_q8_0 *vb = V + (size_t)j * row_b + b0;
+            const __m256 p0 = _mm256_set1_ps(scores[j] * f16_to_f32(vb[0].d));
+            const int8_t *x0 = (const int8_t *)vb[0].qs;
+            UNROLL
+            for (int u = 0; u < 4; u++) acc[u] = _mm256_fmadd_ps(p0, q8_8(x0 + 8 * u), acc[u]);
+            if (two) {
+                const __m256 p1 = _mm256_set1_ps(scores[j] * f16_to_f32(vb[1].d));
+                const int8_t *x1 = (const int8_t *)vb[1].qs;
+                UNROLL
+                for (int u = 0; u < 4; u++) acc[4 + u] = _mm256_fmadd_ps(p1, q8_8(x1 + 8 * u), acc[4 + u]);
+            }
+        }
+        for (int u = 0; u < (two ? 8 : 4); u++)
+            _mm256_storeu_ps(out + b0 * QK8_0 + 8 * u, _mm256_mul_ps(acc[u], _mm256_set1_ps(inv)));
+    }
+}
+
 static void attn_avx2(const attn_args *a, int64_t tok, int head, float *scores) {
+    if (a->kv_type == MTPLX_TYPE_Q8_0) { /* head_dim is a multiple of 32 */
+        if (a->head_dim <= ATTN_Q8_MAX_HD) attn_head_q8_0(a, tok, head, scores);
+        else mtplx_kernels_ref_ops.attn(a, tok, head, scores);
+        return;
+    }
     if (a->head_dim % 8) { /* odd head sizes: not worth a SIMD path */
         mtplx_kernels_ref_ops.attn(a, tok, head, scores);
         return;

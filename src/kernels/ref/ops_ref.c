@@ -147,9 +147,39 @@ static void f32_to_f16_ref(const float *x, uint16_t *y, int64_t n) {
 }
 
 /* ---- attention for one (token, head) ---- */
+/* Element idx of a cache laid out as [n_ctx][row]: for Q8_0 the row is a
+ * whole number of blocks, so element idx is value idx % 32 of block idx / 32. */
 static inline float kv_at(int type, const void *base, size_t idx) {
+    if (type == MTPLX_TYPE_Q8_0) {
+        const block_q8_0 *b = (const block_q8_0 *)base + idx / QK8_0;
+        return mtplx_fp16_to_fp32(b->d) * (float)(int8_t)b->qs[idx % QK8_0];
+    }
     return type == MTPLX_TYPE_F16 ? mtplx_fp16_to_fp32(((const uint16_t *)base)[idx])
                                   : ((const float *)base)[idx];
+}
+
+/* Scores over a Q8_0 cache, as GGML's CPU path computes them: q rounded to
+ * Q8_0 (the reference quantizer), an exact integer dot per block of 32,
+ * times the two blocks' scales, summed over the head's blocks. */
+static void scores_q8_0_ref(const attn_args *a, const float *q, int kvh, int64_t n_kv, float *scores) {
+    enum { MAX_HD = MTPLX_KV_Q8_0_MAX_HEAD_DIM };
+    int hd = a->head_dim, nb = hd / QK8_0;
+    int8_t qq[MAX_HD];
+    float qd[MAX_HD / QK8_0];
+    MTPLX_ASSERT(hd <= MAX_HD);
+    mtplx_quant_q8_0_ref(q, hd, qq, qd);
+    const block_q8_0 *K = (const block_q8_0 *)a->k + (size_t)kvh * nb;
+    size_t row_b = (size_t)a->n_head_kv * nb;
+    for (int64_t j = 0; j < n_kv; j++) {
+        float s = 0;
+        for (int b = 0; b < nb; b++) {
+            const block_q8_0 *k = K + (size_t)j * row_b + b;
+            int32_t dot = 0;
+            for (int i = 0; i < QK8_0; i++) dot += (int32_t)qq[b * QK8_0 + i] * (int8_t)k->qs[i];
+            s += (float)dot * (qd[b] * mtplx_fp16_to_fp32(k->d));
+        }
+        scores[j] = s * a->scale;
+    }
 }
 
 static void attn_ref(const attn_args *a, int64_t tok, int head, float *scores) {
@@ -158,10 +188,14 @@ static void attn_ref(const attn_args *a, int64_t tok, int head, float *scores) {
     int64_t n_kv = a->pos0 + tok + 1;       /* causal: sees 0 .. pos0 + tok */
     const float *q = a->q + ((size_t)tok * a->n_head + head) * hd;
     float *out = a->out + ((size_t)tok * a->n_head + head) * hd;
-    for (int64_t j = 0; j < n_kv; j++) {
-        float s = 0;
-        for (int d = 0; d < hd; d++) s += q[d] * kv_at(a->kv_type, a->k, j * row + (size_t)kvh * hd + d);
-        scores[j] = s * a->scale;
+    if (a->kv_type == MTPLX_TYPE_Q8_0) {
+        scores_q8_0_ref(a, q, kvh, n_kv, scores);
+    } else {
+        for (int64_t j = 0; j < n_kv; j++) {
+            float s = 0;
+            for (int d = 0; d < hd; d++) s += q[d] * kv_at(a->kv_type, a->k, j * row + (size_t)kvh * hd + d);
+            scores[j] = s * a->scale;
+        }
     }
     softmax_ref(scores, n_kv);
     for (int d = 0; d < hd; d++) out[d] = 0;
