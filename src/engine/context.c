@@ -2,13 +2,51 @@
  * and hidden-state history, and the public forward / truncate API.
  * Everything is allocated at creation (head streams on first use of a
  * depth), so the decode loop never allocates. */
+#include "cuda/cuda_backend.h"
 #include "engine/engine.h"
 #include "kernels/kernels.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 mtplx_ctx_params mtplx_ctx_default_params(void) {
     return (mtplx_ctx_params){.n_ctx = 0, .n_threads = 0, .n_batch = 0, .kv_f32 = false};
+}
+
+/* Does a context fit on GPU 0? Counted before anything is uploaded: the
+ * weights (when this context brings its own backend; the container's tensor
+ * bytes), the trunk KV cache, the MTP streams' caches at the deepest draft,
+ * activations and logits, plus headroom for the CUDA runtime. Compared with
+ * cudaMemGetInfo's free bytes, or MTPLX_CUDA_MEM_LIMIT (bytes) when that is
+ * smaller (to leave room for other programs, and for tests). */
+static mtplx_status check_gpu_fit(const mtplx_model *m, const mtplx_ctx_params *p, bool weights) {
+    const mtplx_hparams *hp = &m->hp;
+    double w = 0;
+    if (weights)
+        for (int64_t i = 0; i < m->g->n_tensors; i++) w += (double)m->g->tensors[i].nbytes;
+    double row = (double)hp->n_head_kv * hp->head_dim * (p->kv_f32 ? 4 : 2);
+    int streams = m->n_mtp > 0 ? MTPLX_MAX_DRAFT : 0;
+    double kv = 2.0 * (hp->n_layer + streams) * (double)p->n_ctx * row;
+    double per_row = (double)hp->n_embd * 5 + 3.0 * hp->n_head * hp->head_dim +
+                     2.0 * hp->n_head_kv * hp->head_dim + 2.0 * hp->n_ff;
+    double nl = p->n_batch < MTPLX_LOGITS_ROWS ? p->n_batch : MTPLX_LOGITS_ROWS;
+    double acts = (m->n_mtp > 0 ? 2 : 1) * 4.0 * ((double)p->n_batch * per_row + nl * hp->n_vocab);
+    double headroom = 256.0 * 1024 * 1024, need = w + kv + acts + headroom;
+    size_t free_b = 0, total_b = 0;
+    MTPLX_TRY(mtplx_cuda_mem_info(0, &free_b, &total_b));
+    double avail = (double)free_b;
+    const char *lim = getenv("MTPLX_CUDA_MEM_LIMIT");
+    if (lim && *lim && strtod(lim, NULL) < avail) avail = strtod(lim, NULL);
+    if (need <= avail) return MTPLX_OK;
+    char name[160] = "GPU 0";
+    if (mtplx_cuda_device_name(0, name, sizeof name, NULL) != MTPLX_OK) snprintf(name, sizeof name, "GPU 0");
+    return mtplx_fail(MTPLX_ERR_NOMEM,
+                      "cuda: %s does not fit on %s: it needs %.2f GB (weights %.2f GB + KV cache "
+                      "%.2f GB for %d positions + activations %.2f GB + %.2f GB headroom) and %.2f GB "
+                      "of %.2f GB are free%s; try a smaller --ctx, a smaller quant type, or --device cpu",
+                      m->path ? m->path : m->name, name, need / 1e9, w / 1e9, kv / 1e9, p->n_ctx,
+                      acts / 1e9, headroom / 1e9, avail / 1e9, (double)total_b / 1e9,
+                      avail < (double)free_b ? " (MTPLX_CUDA_MEM_LIMIT)" : "");
 }
 
 mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, mtplx_ctx **out) {
@@ -51,6 +89,7 @@ mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, m
         st = cuda ? mtplx_backend_cuda_new(0, max_k, p.n_batch, p.n_ctx, &c->be)
                   : mtplx_backend_cpu_new(p.n_threads, max_k, p.n_batch, p.n_ctx, &c->be);
     }
+    if (st == MTPLX_OK && cuda) st = check_gpu_fit(model, &p, !p.share_backend_of);
     if (st == MTPLX_OK) st = mtplx_kv_init(&c->kv, c->be, hp, hp->n_layer, p.n_ctx, p.kv_f32);
     if (st == MTPLX_OK) st = mtplx_acts_init(&c->acts, c->be, hp, p.n_batch);
     c->tokens = calloc((size_t)p.n_ctx, sizeof(int32_t));
