@@ -206,7 +206,7 @@ typedef struct mtplx_token_event {
     float logprob;     /* log softmax of the target's raw logits at id */
     /* The target's raw logits for this position ([n_vocab], after any mask),
      * valid during the callback only: for top_logprobs. NULL for the final
-     * flush event (id < 0). */
+     * flush event (id < 0) and with mtplx_gen_params.no_event_logits. */
     const float *logits;
     int32_t n_vocab;
 } mtplx_token_event;
@@ -228,6 +228,10 @@ typedef struct mtplx_gen_params {
     bool ignore_eos;
     mtplx_mask_cb mask;
     void *mask_user;
+    /* Token events carry logits = NULL. Lets a GPU context at temperature 0
+     * (no penalties, no mask) pick tokens on the GPU and copy back only their
+     * ids and log-probabilities instead of whole logits rows. */
+    bool no_event_logits;
 } mtplx_gen_params;
 
 mtplx_gen_params mtplx_gen_default_params(void);

@@ -149,9 +149,7 @@ int cmd_run(int argc, char **argv) {
         case O_IGNEOS: gp.ignore_eos = true; break;
         case O_KVF32: cp.kv_f32 = true; break;
         case O_DEVICE:
-            if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
-                return cli_usage_error("run", "--device expects cpu or cuda, got '%s'", optarg);
-            cp.device = optarg;
+            if (!cli_parse_device("run", optarg, &cp.device)) return EXIT_USAGE;
             break;
         case O_TOK: mp.tokenizer_path = optarg; break;
         case O_NOSPEC: parse_special = false; break;
@@ -244,6 +242,7 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     mtplx_gen_stats st;
+    gp.no_event_logits = true; /* on_token prints text only: greedy picks may stay on a GPU */
     if (mtplx_generate(ctx, ids, (int32_t)n_ids, &gp, on_token, NULL, &st) != MTPLX_OK) {
         fputc('\n', stdout);
         cli_error("generation failed");

@@ -93,6 +93,15 @@ bool cli_parse_int(const char *cmd, const char *flag, const char *s, long lo, lo
     return true;
 }
 
+bool cli_parse_device(const char *cmd, const char *s, const char **out) {
+    if (!s || (strcmp(s, "cpu") != 0 && strcmp(s, "cuda") != 0)) {
+        cli_usage_error(cmd, "--device expects cpu or cuda, got '%s'", s ? s : "");
+        return false;
+    }
+    *out = s;
+    return true;
+}
+
 bool cli_parse_float(const char *cmd, const char *flag, const char *s, double lo, double hi,
                      double *out) {
     char *end;

@@ -39,8 +39,14 @@
  * MTPLX_CUDA_GRAPHS=0 in the environment, or mtplx_cuda_set_graphs(), turns
  * graphs off.
  *
- * Left out for now: the sampler and the acceptance test on the GPU beyond
- * greedy argmax, a tensor-core GEMM for prefill, several GPUs. */
+ * Greedy decoding (argmax_rows): the token ids and their log-probabilities
+ * are picked on the GPU, so a greedy step copies back 8 bytes per row
+ * instead of whole logits rows (engine/generate.c uses it when the caller
+ * does not want logits in its token events). MTPLX_CUDA_ARGMAX=0 turns it
+ * off.
+ *
+ * Left out for now: sampling at temperature > 0 and its acceptance test on
+ * the GPU (the logits rows are copied back for those), a tensor-core GEMM for prefill, several GPUs. */
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_kernels.h"
 #include "kernels/kernels.h"
@@ -56,7 +62,7 @@ typedef struct {
     size_t bytes;
 } param_slot;
 
-enum { MAX_GRAPHS = 128 };
+enum { MAX_GRAPHS = 128, PICK_ROWS = 32 };
 
 typedef struct {
     mtplx_graph_key key;
@@ -76,6 +82,7 @@ typedef struct {
     /* gather ids of plain (uncaptured) multi-row get_rows */
     int32_t *ids_dev;
     int64_t ids_cap;
+    mtplx_cuda_pick *picks; /* [PICK_ROWS] argmax_rows results, device memory */
     /* CUDA graphs (header comment) */
     bool graphs;            /* enabled */
     mtplx_cuda_step *dstep; /* the step block, device memory */
@@ -266,6 +273,23 @@ static void cu_get_rows(mtplx_backend *be, const mtplx_weight *w, const int32_t 
     CK(mtplx_cuda_get_rows(c->stream, w->type, W, rb, w->k, dev_ids, 0, n, out), "get_rows");
 }
 
+static void cu_download(mtplx_backend *be, void *dst_host, const void *src, size_t bytes);
+
+static void cu_argmax_rows(mtplx_backend *be, const float *logits, int64_t n, int64_t V,
+                           int32_t *ids, float *logprob) {
+    cuda_backend *c = (cuda_backend *)be;
+    mtplx_cuda_pick h[PICK_ROWS];
+    for (int64_t i0 = 0; i0 < n; i0 += PICK_ROWS) {
+        int64_t r = n - i0 < PICK_ROWS ? n - i0 : PICK_ROWS;
+        CK(mtplx_cuda_argmax_rows(c->stream, logits + i0 * V, r, V, c->picks), "argmax_rows");
+        cu_download(be, h, c->picks, (size_t)r * sizeof *h);
+        for (int64_t i = 0; i < r; i++) {
+            ids[i0 + i] = h[i].id;
+            logprob[i0 + i] = h[i].logprob;
+        }
+    }
+}
+
 /* ---- CUDA graphs (header comment) ---- */
 
 static bool key_eq(const mtplx_graph_key *a, const mtplx_graph_key *b) {
@@ -423,6 +447,7 @@ static void cu_free(mtplx_backend *be) {
     cuda_backend *c = (cuda_backend *)be;
     mtplx_cuda_forget_params(be);
     cudaFree(c->dstep);
+    cudaFree(c->picks);
     cudaFree(c->ids_dev);
     free(c->gs);
     cudaStreamDestroy(c->side);
@@ -495,9 +520,11 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     }
     c->gs = calloc(MAX_GRAPHS, sizeof *c->gs);
     e = cudaMalloc((void **)&c->dstep, sizeof *c->dstep);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->picks, PICK_ROWS * sizeof *c->picks);
     if (e != cudaSuccess || !c->gs) {
         (void)cudaGetLastError();
         cudaFree(c->dstep);
+        cudaFree(c->picks);
         free(c->gs);
         cudaStreamDestroy(c->side);
         cudaStreamDestroy(c->stream);
@@ -526,7 +553,12 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
         .get_rows = cu_get_rows,
         .graph_begin = cu_graph_begin,
         .graph_end = cu_graph_end,
+        .argmax_rows = cu_argmax_rows,
     };
+    /* MTPLX_CUDA_ARGMAX=0: greedy decoding copies whole logits rows back and
+     * picks on the host, as before */
+    const char *am = getenv("MTPLX_CUDA_ARGMAX");
+    if (am && strcmp(am, "0") == 0) c->base.argmax_rows = NULL;
     *out = &c->base;
     return MTPLX_OK;
 }

@@ -29,6 +29,15 @@ typedef struct mtplx_cuda_step {
     int32_t tok[MTPLX_CUDA_STEP_ROWS];
 } mtplx_cuda_step;
 
+/* Greedy pick of each of n logits rows [n][V]: the first index of the
+ * largest value (as the CPU sampler at temperature 0) and its log-softmax. */
+typedef struct mtplx_cuda_pick {
+    int32_t id;
+    float logprob;
+} mtplx_cuda_pick;
+cudaError_t mtplx_cuda_argmax_rows(cudaStream_t s, const float *logits, int64_t n, int64_t V,
+                                   mtplx_cuda_pick *out);
+
 /* *dst = *v, as a kernel on s (so it is ordered with the launches around it
  * and v is copied at launch: the host may reuse it at once). */
 cudaError_t mtplx_cuda_set_step(cudaStream_t s, mtplx_cuda_step *dst, const mtplx_cuda_step *v);

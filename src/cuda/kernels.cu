@@ -427,6 +427,58 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     }
 }
 
+/* ---- greedy pick: one block per logits row ---- */
+constexpr int AM_THREADS = 1024;
+
+/* Row blockIdx.x of logits [n][V]: the first index of the largest value (the
+ * CPU sampler's rule: strict >, so ties go to the lower id; NaN never wins)
+ * and its log-softmax, log(1 / sum exp(l - max)), summed in double like
+ * mtplx_logprob. */
+__global__ void __launch_bounds__(AM_THREADS)
+    argmax_kernel(const float *__restrict__ logits, int64_t V, mtplx_cuda_pick *__restrict__ out) {
+    const float *l = logits + (size_t)blockIdx.x * V;
+    __shared__ float s_v[AM_THREADS / 32];
+    __shared__ int64_t s_i[AM_THREADS / 32];
+    __shared__ double s_sum[AM_THREADS / 32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    float bv = -INFINITY;
+    int64_t bi = -1;
+    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+        float v = l[i]; /* i grows: strict > keeps the lowest index of a tie */
+        if (v > bv || (bi < 0 && v == v)) bv = v, bi = i;
+    }
+    /* reduce (value desc, index asc); bi < 0 = nothing (all NaN) */
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xFFFFFFFFu, bv, o);
+        int64_t oi = __shfl_xor_sync(0xFFFFFFFFu, bi, o);
+        if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) bv = ov, bi = oi;
+    }
+    if (lane == 0) s_v[warp] = bv, s_i[warp] = bi;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < nw; w++)
+            if (s_i[w] >= 0 && (bi < 0 || s_v[w] > bv || (s_v[w] == bv && s_i[w] < bi)))
+                bv = s_v[w], bi = s_i[w];
+        s_v[0] = bv, s_i[0] = bi < 0 ? 0 : bi;
+    }
+    __syncthreads();
+    float mx = s_v[0];
+    double sum = 0;
+    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) sum += exp((double)l[i] - (double)mx);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, o);
+    if (lane == 0) s_sum[warp] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double t = 0;
+        for (int w = 0; w < nw; w++) t += s_sum[w];
+        int64_t id = s_i[0];
+        out[blockIdx.x].id = (int32_t)id;
+        out[blockIdx.x].logprob = t > 0 ? (float)((double)l[id] - (double)mx - log(t)) : -INFINITY;
+    }
+}
+
 unsigned blocks_for(int64_t n, int per) { return (unsigned)((n + per - 1) / per); }
 
 } // namespace
@@ -477,6 +529,10 @@ cudaError_t mtplx_cuda_get_rows(cudaStream_t s, int type, const void *W, size_t 
                                 const int32_t *ids, int64_t id0, int64_t n, float *out) {
     const uint8_t *w = (const uint8_t *)W;
     if (n <= 0) return cudaSuccess;
+    for (; n > 65535; n -= 65535, ids += 65535, out += (size_t)65535 * k) { /* gridDim.y limit */
+        cudaError_t e = mtplx_cuda_get_rows(s, type, W, rb, k, ids, id0, 65535, out);
+        if (e != cudaSuccess) return e;
+    }
     bool is_float = type == MTPLX_TYPE_F32 || type == MTPLX_TYPE_F16 || type == MTPLX_TYPE_BF16;
     /* rows 16-byte aligned: W is (cudaMalloc) and so is every row when rb is */
     if (is_float && (k % 8 != 0 || ((uintptr_t)w & 15) != 0 || rb % 16 != 0)) {
@@ -495,6 +551,13 @@ cudaError_t mtplx_cuda_get_rows(cudaStream_t s, int type, const void *W, size_t 
     case MTPLX_TYPE_Q6_K: get_row_kernel<MTPLX_TYPE_Q6_K><<<g, 128, 0, s>>>(w, rb, k, ids, id0, out); break;
     default: return cudaErrorInvalidValue;
     }
+    return cudaGetLastError();
+}
+
+cudaError_t mtplx_cuda_argmax_rows(cudaStream_t s, const float *logits, int64_t n, int64_t V,
+                                   mtplx_cuda_pick *out) {
+    if (n <= 0) return cudaSuccess;
+    argmax_kernel<<<(unsigned)n, AM_THREADS, 0, s>>>(logits, V, out);
     return cudaGetLastError();
 }
 

@@ -261,6 +261,11 @@ mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn 
             if (a <= ce) c->valid[d] = a;
         }
         c->valid[d] = ce;
+        if (!fn) {
+            float lp;
+            c->be->argmax_rows(c->be, c->mtp_acts.logits, 1, m->hp.n_vocab, &drafts[d - 1], &lp);
+            continue;
+        }
         float *ql = c->mtp_acts.logits;
         if (c->mtp_logits_host) {
             ql = c->mtp_logits_host;
@@ -288,8 +293,24 @@ void mtplx_ctx_commit_rows(mtplx_ctx *c, const mtplx_acts *a, int64_t row0, cons
     c->valid[0] = c->n_past;
     c->last_n = n;
     c->last_all = all_logits;
-    if (c->logits_host)
-        mtplx_be_download(c->be, c->logits_host, c->acts.logits, (size_t)(rows * V) * sizeof(float));
+    c->logits_pending = c->logits_host ? (int32_t)rows : 0; /* copied when read */
+}
+
+float *mtplx_ctx_logits(const mtplx_ctx *cc) {
+    if (!cc->logits_host) return cc->acts.logits;
+    if (cc->logits_pending > 0) {
+        /* a lazily filled cache of device data: logically const */
+        mtplx_ctx *c = (mtplx_ctx *)cc;
+        mtplx_be_download(c->be, c->logits_host, c->acts.logits,
+                          (size_t)c->logits_pending * (size_t)c->model->hp.n_vocab * sizeof(float));
+        c->logits_pending = 0;
+    }
+    return cc->logits_host;
+}
+
+void mtplx_ctx_pick(mtplx_ctx *c, int32_t n, int32_t *ids, float *logprob) {
+    MTPLX_ASSERT(c->be->argmax_rows != NULL && n <= c->acts.n_logits);
+    c->be->argmax_rows(c->be, c->acts.logits, n, c->model->hp.n_vocab, ids, logprob);
 }
 
 mtplx_status mtplx_forward(mtplx_ctx *c, const int32_t *tokens, int32_t n, bool all_logits) {

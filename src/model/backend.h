@@ -89,6 +89,12 @@ struct mtplx_backend {
     int (*graph_begin)(mtplx_backend *be, const mtplx_graph_key *key, const int32_t *tokens,
                        int64_t n, int64_t pos0);
     bool (*graph_end)(mtplx_backend *be);
+    /* Greedy pick of n rows of logits [n][V] (a buffer of this backend):
+     * ids[i] = the first index of row i's largest value (the sampler's rule
+     * at temperature 0), logprob[i] = its log-softmax. Returns once both are
+     * in host memory: only 8 bytes a row cross to the host. */
+    void (*argmax_rows)(mtplx_backend *be, const float *logits, int64_t n, int64_t V, int32_t *ids,
+                        float *logprob);
 };
 
 static inline void mtplx_be_get_rows(mtplx_backend *be, const mtplx_weight *w, const int32_t *ids,
