@@ -46,7 +46,8 @@
  * off.
  *
  * Left out for now: sampling at temperature > 0 and its acceptance test on
- * the GPU (the logits rows are copied back for those), a tensor-core GEMM for prefill, several GPUs. */
+ * the GPU (the logits rows are copied back for those), a tensor-core GEMM
+ * for prefill, several GPUs. */
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_kernels.h"
 #include "kernels/kernels.h"
@@ -246,8 +247,11 @@ static void cu_get_rows(mtplx_backend *be, const mtplx_weight *w, const int32_t 
     size_t rb = mtplx_row_size(w->type, w->k);
     const int32_t *dev_ids = NULL;
     if (c->capturing) {
-        if (ids >= c->cap_tok && ids + n <= c->cap_tok + c->cap_n) {
-            dev_ids = c->dstep->tok + (ids - c->cap_tok); /* address arithmetic only */
+        uintptr_t at = (uintptr_t)ids, lo = (uintptr_t)c->cap_tok;
+        if (at >= lo && at + (uintptr_t)n * sizeof *ids <= lo + (uintptr_t)c->cap_n * sizeof *ids &&
+            (at - lo) % sizeof *ids == 0) {
+            /* the same rows of the step block (address arithmetic only) */
+            dev_ids = c->dstep->tok + (at - lo) / sizeof *ids;
         } else {
             c->cap_bad = true; /* ids the replay could not know: give up this capture */
             for (int64_t i = 0; i < n; i++) cu_get_row(be, w, ids[i], out + i * w->k);
