@@ -31,7 +31,7 @@ typedef struct mtplx_backend mtplx_backend;
  * forwards with equal keys issue the same ops on the same buffers and differ
  * only in their token ids and their position. */
 typedef struct mtplx_graph_key {
-    const void *ptr[4]; /* model, cache, activations, input (or NULL) */
+    const void *ptr[4]; /* model, cache, activations, input (or NULL): buffer addresses */
     int64_t n;          /* rows */
     int32_t kind;       /* 0: trunk, last logits; 1: trunk, all logits; 2 + h: MTP head h */
 } mtplx_graph_key;

@@ -122,12 +122,15 @@ static void head(const mtplx_model *m, const float *norm, mtplx_backend *be, mtp
     be->matmul(be, &m->output, NULL, a->xb, cnt, a->logits);
 }
 
-/* MTPLX_GRAPH_* for a single-sequence forward of n rows at pos0. */
-static int graph_begin(mtplx_backend *be, int32_t kind, const mtplx_model *m, const void *kv,
-                       const void *acts, const void *input, const int32_t *tokens, int64_t n,
+/* MTPLX_GRAPH_* for a single-sequence forward of n rows at pos0. The key
+ * names buffers by their backend addresses (the cache's first K buffer, the
+ * activations' first buffer), not by the host structs, which may be views
+ * rebuilt on the stack (engine/embed.c). */
+static int graph_begin(mtplx_backend *be, int32_t kind, const mtplx_model *m, const mtplx_kv *kv,
+                       const mtplx_acts *a, const void *input, const int32_t *tokens, int64_t n,
                        int64_t pos0) {
     if (!be->graph_begin) return MTPLX_GRAPH_NONE;
-    mtplx_graph_key key = {.ptr = {m, kv, acts, input}, .n = n, .kind = kind};
+    mtplx_graph_key key = {.ptr = {m, kv->k[0], a->x, input}, .n = n, .kind = kind};
     return be->graph_begin(be, &key, tokens, n, pos0);
 }
 
