@@ -244,19 +244,28 @@ mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn 
             if (!last) rows = (int32_t)c->mtp_acts.n_max;
             if (!last && a + rows > ce) rows = ce - a; /* keep speculative rows for the last call */
             for (int32_t r = 0; r < rows; r++) {
-                int32_t j = a + r, t = j + d;
+                int32_t t = a + r + d;
                 c->stage_tok[r] = t <= N ? c->tokens[t] : drafts[t - N - 1];
-                const float *g = j < spec_lo[d - 1] ? c->hist[d - 1] + (int64_t)j * e
-                                                    : c->spec[d - 1] + (int64_t)(j - spec_lo[d - 1]) * e;
-                mtplx_be_upload(c->be, c->stage + (int64_t)r * e, g, (size_t)e * sizeof(float));
             }
+            /* input rows j = a.. come from stream d-1's history below
+             * spec_lo[d-1], from its speculative rows above: two copies */
+            size_t rb = (size_t)e * sizeof(float);
+            int32_t r1 = spec_lo[d - 1] - a < 0 ? 0 : spec_lo[d - 1] - a;
+            if (r1 > rows) r1 = rows;
+            if (r1 > 0) mtplx_be_upload(c->be, c->stage, c->hist[d - 1] + (int64_t)a * e, (size_t)r1 * rb);
+            if (r1 < rows)
+                mtplx_be_upload(c->be, c->stage + (int64_t)r1 * e,
+                                c->spec[d - 1] + (int64_t)(a + r1 - spec_lo[d - 1]) * e,
+                                (size_t)(rows - r1) * rb);
             mtplx_mtp_forward(m, 0, c->be, &c->mtp_kv[d - 1], &c->mtp_acts, c->stage_tok, c->stage,
                               rows, a);
-            for (int32_t r = 0; r < rows; r++) {
-                int32_t j = a + r;
-                float *dst = j < ce ? c->hist[d] + (int64_t)j * e : c->spec[d] + (int64_t)(j - ce) * e;
-                mtplx_be_download(c->be, dst, c->mtp_acts.hidden + (int64_t)r * e, (size_t)e * sizeof(float));
-            }
+            /* output rows below ce are history, the rest speculative */
+            int32_t r2 = ce - a < 0 ? 0 : ce - a;
+            if (r2 > rows) r2 = rows;
+            if (r2 > 0) mtplx_be_download(c->be, c->hist[d] + (int64_t)a * e, c->mtp_acts.hidden, (size_t)r2 * rb);
+            if (r2 < rows)
+                mtplx_be_download(c->be, c->spec[d] + (int64_t)(a + r2 - ce) * e,
+                                  c->mtp_acts.hidden + (int64_t)r2 * e, (size_t)(rows - r2) * rb);
             a += rows;
             if (a <= ce) c->valid[d] = a;
         }
