@@ -171,7 +171,7 @@ run_one() { # name device env... -- extra-args...
     local envs=()
     while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
     [ $# -gt 0 ] && shift
-    (cd "$ROOT" && env "${envs[@]}" timeout 30 "$MTPLX" run -m "$MODEL" -p "$PROMPT" -n 256 --temp 0 --ignore-eos \
+    (cd "$ROOT" && env MTPLX_LOG=info "${envs[@]}" timeout 30 "$MTPLX" run -m "$MODEL" -p "$PROMPT" -n 256 --temp 0 --ignore-eos \
         --device "$dev" -c 1024 "$@") >"$SCRATCH/run_$name.txt" 2>"$SCRATCH/run_$name.err"
     local rc=$?
     { echo "-- mtplx run ($name: ${envs[*]} $*): rc=$rc"; cat "$SCRATCH/run_$name.err"; echo; } >>"$LOG"
@@ -217,6 +217,9 @@ if [ $HAVE_GPU = 1 ]; then
             TABLES+=("$(printf '  %-16s %14s %14s %8s' "$c" "$a ($(tpf ${c}_g1))" "$b ($(tpf ${c}_g0))" "$r")")
         done
         TABLES+=("$(printf '  %-16s %14s' 'mtp3 host picks' "$(tps mtp3_hostpick)")")
+        for n in ar_g1 mtp3_g1 mtp3_g0; do
+            TABLES+=("  $n: $(grep -o 'CUDA graphs.*' "$SCRATCH/run_$n.err" | tail -1)")
+        done
         TABLES+=("$(printf '  %-16s %14s %14s' 'CPU (all cores)' "ar $(tps cpu_ar)" "mtp3 $(tps cpu_mtp3)")")
     else
         result "mtplx run --device cuda" FAIL "failed:$bad (see the log)"

@@ -449,6 +449,11 @@ void mtplx_cuda_synchronize(mtplx_backend *be) {
 static void cu_free(mtplx_backend *be) {
     if (!be) return;
     cuda_backend *c = (cuda_backend *)be;
+    mtplx_log(MTPLX_LOG_INFO,
+              "cuda: %.1f MB of weights; CUDA graphs %s: %lld captured, %lld forwards replayed, "
+              "%lld plain, %lld failed captures",
+              (double)c->param_bytes / 1e6, c->graphs ? "on" : "off", (long long)c->gstats.captured,
+              (long long)c->gstats.replayed, (long long)c->gstats.plain, (long long)c->gstats.failed);
     mtplx_cuda_forget_params(be);
     cudaFree(c->dstep);
     cudaFree(c->picks);
