@@ -7,11 +7,14 @@
  *       (a vocab-only GGUF), its token list padded to the embedding rows.
  *   bench_models bw [--gib 2]
  *       memory bandwidth: sum of a 2 GiB array on 1 and 2 threads (JSON).
- *   bench_models run MODEL [--threads T] [--reps R] [--prefill N]
+ *   bench_models run MODEL [--threads T] [--reps R] [--prefill N] [--device cpu|cuda] [--graphs 0|1]
  *       decode (n = 1), verify (n = 2, 4, 8 at the same position) and
- *       prefill (n = N) times, medians of R rounds, as one JSON line.
+ *       prefill (n = N) times, medians of R rounds, as one JSON line. On
+ *       cuda every forward is timed to its end (the stream synchronised);
+ *       --graphs 0 turns CUDA graphs off.
  * A benchmark, not a test: nothing here asserts a speed. Weight values are
  * a few random rows repeated: throughput does not depend on them. */
+#include "cuda/cuda_backend.h"
 #include "formats/gguf.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
@@ -270,10 +273,13 @@ static int cmd_bw(int argc, char **argv) {
 }
 
 /* ---- run ---- */
+static bool on_gpu;
+
 static double time_forward(const mtplx_model *m, mtplx_backend *be, mtplx_kv *kv, mtplx_acts *a,
                            const int32_t *tok, int64_t n, int64_t pos0, bool all) {
     double t0 = now();
     mtplx_model_forward(m, be, kv, a, tok, n, pos0, all);
+    if (on_gpu) mtplx_cuda_synchronize(be);
     return now() - t0;
 }
 
@@ -290,12 +296,23 @@ static int cmd_run(int argc, char **argv) {
     CHECK(mtplx_model_load(path, &mp, &m));
     tl = now() - tl;
     const mtplx_hparams *hp = &m->hp;
-    int64_t n_max = prefill > 8 ? prefill : 8, n_ctx = n_max + 64;
+    int64_t n_max = prefill > 24 ? prefill : 24, n_ctx = n_max + 64; /* tok[16..24): verify rows */
     int64_t max_k = hp->n_ff;
     if (hp->n_embd > max_k) max_k = hp->n_embd;
     if ((int64_t)hp->n_head * hp->head_dim > max_k) max_k = (int64_t)hp->n_head * hp->head_dim;
     mtplx_backend *be;
-    CHECK(mtplx_backend_cpu_new(threads, max_k, n_max, n_ctx, &be));
+    const char *device = arg(argc, argv, "--device", "cpu");
+    on_gpu = !strcmp(device, "cuda");
+    bool graphs = atoi(arg(argc, argv, "--graphs", "1")) != 0;
+    char where[256];
+    snprintf(where, sizeof where, "%s", mtplx_kernels_isa());
+    if (on_gpu) {
+        CHECK(mtplx_backend_cuda_new(0, max_k, n_max, n_ctx, &be));
+        mtplx_cuda_set_graphs(be, graphs);
+        CHECK(mtplx_cuda_device_name(0, where, sizeof where, NULL));
+    } else {
+        CHECK(mtplx_backend_cpu_new(threads, max_k, n_max, n_ctx, &be));
+    }
     mtplx_kv kv;
     mtplx_acts acts;
     CHECK(mtplx_kv_init(&kv, be, hp, hp->n_layer, n_ctx, MTPLX_TYPE_F16));
@@ -321,12 +338,14 @@ static int cmd_run(int argc, char **argv) {
     if (prefill_reps > 16) prefill_reps = 16;
     for (int r = 0; r < prefill_reps; r++) tp[r] = time_forward(m, be, &kv, &acts, tok, prefill, 0, false);
     double pf = prefill_reps > 0 ? median(tp, prefill_reps) : 0;
-    printf("{\"model\": \"%s\", \"type\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"load_s\": %.2f, "
+    printf("{\"model\": \"%s\", \"type\": \"%s\", \"threads\": %d, \"device\": \"%s\", "
+           "\"graphs\": %s, \"isa\": \"%s\", \"load_s\": %.2f, "
            "\"weight_bytes\": %.0f, \"decode_ms\": %.3f, \"decode_tok_s\": %.2f, \"decode_gbps\": %.2f, "
            "\"verify_ms\": {\"2\": %.3f, \"4\": %.3f, \"8\": %.3f}, "
            "\"verify_ratio\": {\"2\": %.3f, \"4\": %.3f, \"8\": %.3f}, "
            "\"prefill_n\": %d, \"prefill_tok_s\": %.2f, \"reps\": %d}\n",
-           path, mtplx_type_info(m->tok_embd.type)->name, threads, mtplx_kernels_isa(), tl, wbytes,
+           path, mtplx_type_info(m->tok_embd.type)->name, threads, device,
+           on_gpu ? (graphs ? "true" : "false") : "null", where, tl, wbytes,
            1e3 * med[0], 1 / med[0], wbytes / med[0] / 1e9, 1e3 * med[1], 1e3 * med[2], 1e3 * med[3],
            med[1] / med[0], med[2] / med[0], med[3] / med[0], prefill, pf > 0 ? prefill / pf : 0, reps);
     free(tok);
@@ -343,6 +362,7 @@ int main(int argc, char **argv) {
     if (argc >= 3 && !strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
     fprintf(stderr, "usage: bench_models gen --vocab VOCAB.gguf [--out DIR] [--size 0.6b|1.7b] [--types LIST]\n"
                     "       bench_models bw [--gib 2]\n"
-                    "       bench_models run MODEL.gguf [--threads T] [--reps R] [--prefill N]\n");
+                    "       bench_models run MODEL.gguf [--threads T] [--reps R] [--prefill N]\n"
+                    "                            [--device cpu|cuda] [--graphs 0|1]\n");
     return 2;
 }

@@ -226,7 +226,7 @@ typedef struct mtplx_token_event {
     float logprob;     /* log softmax of the target's raw logits at id */
     /* The target's raw logits for this position ([n_vocab], after any mask),
      * valid during the callback only: for top_logprobs. NULL for the final
-     * flush event (id < 0). */
+     * flush event (id < 0) and with mtplx_gen_params.no_event_logits. */
     const float *logits;
     int32_t n_vocab;
 } mtplx_token_event;
@@ -254,6 +254,10 @@ typedef struct mtplx_gen_params {
      * q is 0 outside the subset and the rejection test corrects for it.
      * 0 = automatic (mtplx_draft_vocab_auto), -1 = the whole vocabulary. */
     int32_t draft_vocab;
+    /* Token events carry logits = NULL. Lets a GPU context at temperature 0
+     * (no penalties, no mask) pick tokens on the GPU and copy back only their
+     * ids and log-probabilities instead of whole logits rows. */
+    bool no_event_logits;
 } mtplx_gen_params;
 
 mtplx_gen_params mtplx_gen_default_params(void);

@@ -3,7 +3,8 @@
  * Every op of the backend interface on random inputs (shapes that are not
  * multiples of the kernels' tiles), each with a named tolerance; whole-model
  * logits of the CUDA backend against the CPU backend (the HF qwen3 fixture
- * and the default GGUF); greedy MTP text == greedy AR text on the GPU.
+ * and the default GGUF); greedy MTP text == greedy AR text on the GPU;
+ * CUDA graphs on vs off bit-identical; a model too big for the GPU refused.
  * Prints one line per check and a summary; exits non-zero on any failure.
  *
  * Without a GPU (or in a build without CUDA) it prints SKIP and exits 0, so
@@ -219,6 +220,41 @@ static void test_small_ops(void) {
     }
 }
 
+/* ---- greedy pick (argmax_rows) against the sampler's rule ---- */
+static void test_argmax(void) {
+    if (!gpu->argmax_rows) {
+        printf("  info  argmax_rows is off (MTPLX_CUDA_ARGMAX=0): not checked\n");
+        return;
+    }
+    int64_t n = 5, V = 151937;
+    float *l = rand_vec(n * V, 3.0f);
+    /* row 1: a tie for the max (the lower id must win); row 2: -inf almost
+     * everywhere; row 3: the max in the last element */
+    l[1 * V + 70000] = l[1 * V + 90000] = 50.0f;
+    for (int64_t j = 0; j < V; j++) l[2 * V + j] = j == 12345 ? 1.0f : -INFINITY;
+    l[3 * V + V - 1] = 60.0f;
+    float *ld = to_dev(l, (size_t)(n * V) * sizeof(float));
+    int32_t ids[5];
+    float lp[5];
+    gpu->argmax_rows(gpu, ld, n, V, ids, lp);
+    bool ok = true;
+    double elp = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const float *r = l + i * V;
+        int32_t best = 0;
+        for (int32_t j = 1; j < V; j++)
+            if (r[j] > r[best]) best = j;
+        float want = mtplx_logprob(r, (int32_t)V, best);
+        ok = ok && ids[i] == best;
+        elp = fmax(elp, fabs((double)lp[i] - want));
+    }
+    report(ok && elp <= 1e-4 && ids[1] == 70000,
+           "argmax_rows V=%lld x %lld rows (ties, -inf, last id): ids as the CPU sampler's, logprob %.1e (tol 1e-4)",
+           (long long)V, (long long)n, elp);
+    gpu->buf_free(gpu, ld);
+    free(l);
+}
+
 /* ---- kv_store + attention ---- */
 static void test_attention_case(int kv_type, int64_t n_tok, int nh, int nkv, int hd, int64_t pos0) {
     int64_t n_ctx = pos0 + n_tok + 3, row = (int64_t)nkv * hd;
@@ -367,6 +403,114 @@ done:
     mtplx_model_free(m);
 }
 
+/* CUDA graphs change how ops are launched, never what they compute: two GPU
+ * contexts, graphs on and off, must give bit-identical logits through a
+ * prefill, decode steps (1 row), verify steps (4 rows, all logits, rolled
+ * back by 2 like a partly rejected draft) and greedy MTP generation (the
+ * head's forwards too); and the graphs must actually have been replayed. */
+static void test_graphs(const char *path) {
+    mtplx_model *m = NULL;
+    if (mtplx_model_load(path, NULL, &m) != MTPLX_OK) {
+        report(false, "load %s: %s", path, mtplx_last_error());
+        return;
+    }
+    mtplx_model_info info;
+    mtplx_model_get_info(m, &info);
+    mtplx_ctx *on = new_ctx(m, "cuda"), *off = new_ctx(m, "cuda");
+    if (!on || !off) goto done;
+    mtplx_cuda_set_graphs(on->be, true);
+    mtplx_cuda_set_graphs(off->be, false);
+    int32_t V = info.n_vocab, tok[128];
+    for (int i = 0; i < 128; i++) tok[i] = (int32_t)((i * 7919 + 13) % V);
+    size_t row = (size_t)V * sizeof(float);
+    int diff = 0, steps = 0;
+    /* prefill 20 (not captured: > 16 rows), 8 decode steps, 6 verify steps */
+    bool ok = mtplx_forward(on, tok, 20, false) == MTPLX_OK && mtplx_forward(off, tok, 20, false) == MTPLX_OK;
+    diff += ok && memcmp(mtplx_logits(on, -1), mtplx_logits(off, -1), row) != 0;
+    for (int s = 0; ok && s < 8; s++, steps++) {
+        ok = mtplx_forward(on, tok + 20 + s, 1, false) == MTPLX_OK &&
+             mtplx_forward(off, tok + 20 + s, 1, false) == MTPLX_OK;
+        diff += ok && memcmp(mtplx_logits(on, -1), mtplx_logits(off, -1), row) != 0;
+    }
+    for (int s = 0; ok && s < 6; s++, steps++) {
+        ok = mtplx_forward(on, tok + 40 + 3 * s, 4, true) == MTPLX_OK &&
+             mtplx_forward(off, tok + 40 + 3 * s, 4, true) == MTPLX_OK;
+        for (int i = 0; ok && i < 4; i++) diff += memcmp(mtplx_logits(on, i), mtplx_logits(off, i), row) != 0;
+        int32_t back = mtplx_ctx_n_past(on) - 2;
+        ok = ok && mtplx_ctx_truncate(on, back) == MTPLX_OK && mtplx_ctx_truncate(off, back) == MTPLX_OK;
+    }
+    if (!ok) {
+        report(false, "graphs: forward: %s", mtplx_last_error());
+        goto done;
+    }
+    mtplx_cuda_graph_stats gs = mtplx_cuda_get_graph_stats(on->be), g0 = mtplx_cuda_get_graph_stats(off->be);
+    report(diff == 0 && gs.replayed >= 10 && gs.failed == 0 && g0.replayed == 0,
+           "graphs on vs off (%s): prefill + %d decode/verify steps, logits bit-identical (%d rows "
+           "differ); on: %lld captured, %lld replayed, %lld failed; off: %lld replayed",
+           info.name, steps, diff, (long long)gs.captured, (long long)gs.replayed,
+           (long long)gs.failed, (long long)g0.replayed);
+    if (info.n_mtp > 0) {
+        static int32_t a[256], b[256];
+        mtplx_gen_params gp = mtplx_gen_default_params();
+        gp.sampling.temperature = 0;
+        gp.max_tokens = 64;
+        gp.ignore_eos = true;
+        for (int depth = 0; depth <= 3; depth += 3) {
+            gp.draft_depth = depth;
+            a[0] = b[0] = 0;
+            mtplx_cuda_graph_stats before = mtplx_cuda_get_graph_stats(on->be);
+            if (mtplx_generate(on, tok, 20, &gp, collect_cb, a, NULL) != MTPLX_OK ||
+                mtplx_generate(off, tok, 20, &gp, collect_cb, b, NULL) != MTPLX_OK) {
+                report(false, "graphs: generate: %s", mtplx_last_error());
+                break;
+            }
+            gs = mtplx_cuda_get_graph_stats(on->be);
+            bool same = a[0] == 64 && b[0] == 64 && memcmp(a, b, 65 * sizeof(int32_t)) == 0;
+            /* the same with the greedy picks made on the GPU (no logits copied back) */
+            static int32_t c3[256];
+            c3[0] = 0;
+            gp.no_event_logits = true;
+            mtplx_gen_stats st3;
+            mtplx_status s3 = mtplx_generate(on, tok, 20, &gp, collect_cb, c3, &st3);
+            gp.no_event_logits = false;
+            report(s3 == MTPLX_OK && c3[0] == 64 && memcmp(a, c3, 65 * sizeof(int32_t)) == 0,
+                   "greedy picks on the GPU (%s): the same 64 tokens as picking on the host "
+                   "(%.2f tokens/forward)", depth ? "MTP depth 3" : "AR",
+                   mtplx_gen_stats_tokens_per_forward(&st3));
+            report(same && gs.replayed - before.replayed >= 20 && gs.failed == 0,
+                   "graphs on vs off (%s): greedy %s 64 tokens identical; %lld forwards replayed",
+                   info.name, depth ? "MTP depth 3" : "AR", (long long)(gs.replayed - before.replayed));
+        }
+    }
+done:
+    mtplx_ctx_free(on);
+    mtplx_ctx_free(off);
+    mtplx_model_free(m);
+}
+
+/* A model that does not fit says so when the context is made, before any
+ * weight is uploaded (MTPLX_CUDA_MEM_LIMIT pretends the GPU is small). */
+static void test_fit(const char *path) {
+    mtplx_model *m = NULL;
+    if (mtplx_model_load(path, NULL, &m) != MTPLX_OK) {
+        report(false, "load %s: %s", path, mtplx_last_error());
+        return;
+    }
+    setenv("MTPLX_CUDA_MEM_LIMIT", "1000000", 1);
+    mtplx_ctx_params cp = mtplx_ctx_default_params();
+    cp.device = "cuda";
+    mtplx_ctx *c = NULL;
+    mtplx_status st = mtplx_ctx_new(m, &cp, &c);
+    const char *msg = mtplx_last_error();
+    report(st == MTPLX_ERR_NOMEM && c == NULL && strstr(msg, "does not fit") != NULL,
+           "a model that does not fit (1 MB allowed) is refused: %s", msg);
+    unsetenv("MTPLX_CUDA_MEM_LIMIT");
+    st = mtplx_ctx_new(m, &cp, &c);
+    report(st == MTPLX_OK, "... and fits without the limit");
+    mtplx_ctx_free(c);
+    mtplx_model_free(m);
+}
+
 /* The device dequantisers, run on the host, against the CPU reference:
  * checks every block layout even where there is no GPU (CI). */
 static bool test_deq_host(void) {
@@ -412,12 +556,15 @@ int main(void) {
     test_matmul();
     test_small_ops();
     test_attention();
+    test_argmax();
     gpu->free(gpu);
     cpu->free(cpu);
     /* MTPLX_CUDA_TEST_OPS_ONLY=1: the op checks only (for compute-sanitizer) */
     if (!getenv("MTPLX_CUDA_TEST_OPS_ONLY")) {
         test_model(MTPLX_SOURCE_DIR "/tests/fixtures/models/qwen3", 2e-3, false);
         test_model(MTPLX_SOURCE_DIR "/models/default.gguf", 3e-2, true);
+        test_graphs(MTPLX_SOURCE_DIR "/models/default.gguf");
+        test_fit(MTPLX_SOURCE_DIR "/models/default.gguf");
     }
     printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;

@@ -2,7 +2,8 @@
  *  - stories260K (llama2.c's TinyStories 260K checkpoint) greedily prints
  *    llama2.c's published sample;
  *  - the default model's greedy text is the same with and without MTP;
- *  - bad input gives exit 1 (runtime) or 2 (usage) with a one-line message. */
+ *  - bad input gives exit 1 (runtime) or 2 (usage) with a one-line message;
+ *  - --device on run, bench, tune and forge verify. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -67,11 +68,37 @@ static void bad_input(void **s) {
     assert_int_equal(run("run -m " MTPLX_SHARED_DIR "/models/stories260K/stories260K.bin --draft-depth 2 -n 4", out, sizeof out), 2);
 }
 
+/* --device on every command that makes a context: a bad value is a usage
+ * error (2); cuda without a usable GPU or CUDA build is a runtime error (1)
+ * whose message names cuda (0 where a GPU answers). */
+static void device_option(void **s) {
+    (void)s;
+    if (access(MTPLX_SOURCE_DIR "/models/default.gguf", R_OK)) skip();
+    static const char *cmds[] = {
+        "run -p hi -n 2", "bench --quick -n 8 --reps 1 --max-depth 1", "tune --quick --retune --max-depth 1",
+        "forge verify " MTPLX_SOURCE_DIR "/models/default.gguf -n 4 --prompts 1"};
+    static char out[1 << 16];
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        char args[512], err[4096] = {0};
+        snprintf(args, sizeof args, "%s --device gpu", cmds[i]);
+        if (run(args, out, sizeof out) != 2) fail_msg("%s: expected exit 2", args);
+        snprintf(args, sizeof args, "%s --device cuda", cmds[i]);
+        int rc = run(args, out, sizeof out);
+        FILE *f = fopen("/tmp/mtplx_test_run_cli.err", "r");
+        assert_non_null(f);
+        size_t n = fread(err, 1, sizeof err - 1, f);
+        fclose(f);
+        err[n] = 0;
+        if (!(rc == 0 || (rc == 1 && strstr(err, "cuda")))) fail_msg("%s: exit %d, stderr: %.300s", args, rc, err);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(stories260k),
         cmocka_unit_test(default_mtp_equals_ar),
         cmocka_unit_test(bad_input),
+        cmocka_unit_test(device_option),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

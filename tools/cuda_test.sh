@@ -4,6 +4,11 @@
 #
 #   tools/cuda_test.sh            (from anywhere; the log goes to $OUT or build-cuda-gpu/)
 #
+# Files written to $OUT (or the build dir): cuda_test.log (everything, the
+# summary last), summary.txt (the summary and the speed tables alone),
+# test_cuda.out, test_cuda.memcheck.out. Scratch (run outputs, the random
+# 0.6B model) stays in the build dir. Aimed at < 120 s on an H200.
+#
 # 1. C dependencies: when pkg-config cannot find them (the GPU image has nvcc,
 #    cmake and python but not our -dev packages), the .deb files in
 #    .carry/debs/ (made here with `apt-get download`, see below) are unpacked
@@ -13,8 +18,15 @@
 # 3. test_cuda: every CUDA op vs the CPU, whole-model logits vs the CPU,
 #    greedy MTP == AR on the GPU. Then the op checks under compute-sanitizer
 #    (memcheck), when it is there (MTPLX_CUDA_TEST_NO_MEMCHECK=1 skips it).
-# 4. mtplx run --device cuda on models/default.gguf, greedy: AR vs MTP tok/s
-#    (reported), MTP text == AR text (checked), and the CPU for reference.
+# 4. mtplx run --device cuda on models/default.gguf, greedy, 256 tokens: AR and
+#    MTP depth 1..3 with CUDA graphs on and off (MTPLX_CUDA_GRAPHS=0), and MTP
+#    with the greedy picks on the host (MTPLX_CUDA_ARGMAX=0): every text must
+#    equal GPU AR's (checked); tok/s as a table (reported); the CPU for
+#    reference.
+# 5. --device cuda on bench, tune, forge verify (exit 0 checked), and a model
+#    that does not fit (MTPLX_CUDA_MEM_LIMIT) refused by run (exit 1 checked).
+# 6. bench_models: a random-weight Qwen3-0.6B-shape BF16 model, decode (n=1)
+#    and verify (n=2,4,8) times on the GPU, graphs on and off (reported).
 #
 # Making .carry/debs (on a Debian/Ubuntu machine with network, in the repo root):
 #   mkdir -p .carry/debs && cd .carry/debs && apt-get download pkgconf pkgconf-bin \
@@ -28,7 +40,12 @@ BUILD="${BUILD:-$ROOT/build-cuda-gpu}"
 LOGDIR="${OUT:-$BUILD}"
 mkdir -p "$BUILD" "$LOGDIR"
 LOG="$LOGDIR/cuda_test.log"
+SUMFILE="$LOGDIR/summary.txt"
+SCRATCH="$BUILD/scratch"
+mkdir -p "$SCRATCH"
 : >"$LOG"
+T_START=$(date +%s)
+TABLES=()
 JOBS="$(nproc 2>/dev/null || echo 4)"
 FAILS=0
 SUMMARY=()
@@ -42,7 +59,12 @@ finish() {
     say ""
     say "==== cuda_test summary ($(date -u +%FT%TZ)) ===="
     for l in "${SUMMARY[@]}"; do say "$l"; done
-    say "failures: $FAILS   (log: $LOG)"
+    for l in "${TABLES[@]}"; do say "$l"; done
+    say "failures: $FAILS   total $(($(date +%s) - T_START)) s   (log: $LOG)"
+    { echo "==== cuda_test summary ($(date -u +%FT%TZ)) ===="
+      for l in "${SUMMARY[@]}"; do echo "$l"; done
+      for l in "${TABLES[@]}"; do echo "$l"; done
+      echo "failures: $FAILS   total $(($(date +%s) - T_START)) s"; } >"$SUMFILE"
     [ "$FAILS" -eq 0 ] && exit 0 || exit 1
 }
 
@@ -92,9 +114,10 @@ fi
 GEN=()
 command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
 [ -f "$BUILD/CMakeCache.txt" ] && GEN=()
-if cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DMTPLX_CUDA=ON -DMTPLX_BENCH=OFF >>"$LOG" 2>&1 &&
-    cmake --build "$BUILD" -j"$JOBS" --target test_cuda mtplx_cli >>"$LOG" 2>&1; then
-    result "build (MTPLX_CUDA=ON)" ok "$(grep -c 'warning' "$LOG") warning lines in the log"
+T0=$(date +%s)
+if cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DMTPLX_CUDA=ON -DMTPLX_BENCH=ON >>"$LOG" 2>&1 &&
+    cmake --build "$BUILD" -j"$JOBS" --target test_cuda mtplx_cli bench_models >>"$LOG" 2>&1; then
+    result "build (MTPLX_CUDA=ON)" ok "$(grep -c 'warning' "$LOG") warning lines in the log ($(($(date +%s) - T0)) s)"
 else
     tail -40 "$LOG"
     result "build (MTPLX_CUDA=ON)" FAIL "see $LOG"
@@ -105,7 +128,7 @@ MTPLX="$BUILD/mtplx"
 
 # ---- 3. test_cuda ----
 T0=$(date +%s)
-(cd "$ROOT" && timeout 200 "$TEST") >"$LOGDIR/test_cuda.out" 2>&1
+(cd "$ROOT" && timeout 90 "$TEST") >"$LOGDIR/test_cuda.out" 2>&1
 rc=$?
 cat "$LOGDIR/test_cuda.out" >>"$LOG"
 line="$(grep 'test_cuda:' "$LOGDIR/test_cuda.out" | tail -1)"
@@ -117,56 +140,146 @@ else
     grep 'FAIL' "$LOGDIR/test_cuda.out" | head -20
     result "test_cuda" FAIL "rc=$rc $line"
 fi
+# the new checks, one summary line each (they are in test_cuda.out too)
+if grep -q 'graphs on vs off\|greedy picks on the GPU\|argmax_rows\|does not fit' "$LOGDIR/test_cuda.out"; then
+    while IFS= read -r l; do
+        SUMMARY+=("  test_cuda:${l}")
+    done < <(grep 'graphs on vs off\|greedy picks on the GPU\|argmax_rows\|does not fit' "$LOGDIR/test_cuda.out" | cut -c1-200)
+fi
 
 SAN="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)"
 if [ -n "$SAN" ] && [ $HAVE_GPU = 1 ] && [ -z "${MTPLX_CUDA_TEST_NO_MEMCHECK:-}" ]; then
-    (cd "$ROOT" && MTPLX_CUDA_TEST_OPS_ONLY=1 timeout 150 "$SAN" --tool memcheck --error-exitcode 3 "$TEST") \
+    (cd "$ROOT" && MTPLX_CUDA_TEST_OPS_ONLY=1 timeout 40 "$SAN" --tool memcheck --error-exitcode 3 "$TEST") \
         >"$LOGDIR/test_cuda.memcheck.out" 2>&1
     rc=$?
     tail -5 "$LOGDIR/test_cuda.memcheck.out" >>"$LOG"
     case $rc in
     0) result "test_cuda ops under memcheck" ok "$(grep 'ERROR SUMMARY' "$LOGDIR/test_cuda.memcheck.out" | tail -1)" ;;
-    124) result "test_cuda ops under memcheck" skip "timed out after 150 s (not counted)" ;;
+    124) result "test_cuda ops under memcheck" skip "timed out after 40 s (not counted)" ;;
     *) result "test_cuda ops under memcheck" FAIL "rc=$rc $(grep 'ERROR SUMMARY' "$LOGDIR/test_cuda.memcheck.out" | tail -1)" ;;
     esac
 else
     result "test_cuda ops under memcheck" skip "no compute-sanitizer, no GPU, or MTPLX_CUDA_TEST_NO_MEMCHECK set"
 fi
 
-# ---- 4. mtplx run: AR vs MTP on the GPU ----
+# ---- 4. mtplx run on the GPU: graphs on / off, AR and MTP depth 1..3 ----
 MODEL="$ROOT/models/default.gguf"
 PROMPT="It was a dark and stormy night; the rain fell in torrents, except at occasional intervals, when it was checked by"
-run_one() { # name device extra-args...
+run_one() { # name device env... -- extra-args...
     local name=$1 dev=$2
     shift 2
-    (cd "$ROOT" && timeout 60 "$MTPLX" run -m "$MODEL" -p "$PROMPT" -n 256 --temp 0 --ignore-eos \
-        --device "$dev" -c 1024 "$@") >"$LOGDIR/run_$name.txt" 2>"$LOGDIR/run_$name.err"
+    local envs=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    (cd "$ROOT" && env MTPLX_LOG=info "${envs[@]}" timeout 30 "$MTPLX" run -m "$MODEL" -p "$PROMPT" -n 256 --temp 0 --ignore-eos \
+        --device "$dev" -c 1024 "$@") >"$SCRATCH/run_$name.txt" 2>"$SCRATCH/run_$name.err"
     local rc=$?
-    { echo "-- mtplx run ($name): rc=$rc"; cat "$LOGDIR/run_$name.err"; } >>"$LOG"
+    { echo "-- mtplx run ($name: ${envs[*]} $*): rc=$rc"; cat "$SCRATCH/run_$name.err"; echo; } >>"$LOG"
     return $rc
 }
-tps() { grep -o 'gen [0-9]* tok [0-9.]* tok/s' "$LOGDIR/run_$1.err" | tail -1 | awk '{print $4}'; }
+tps() { grep -o 'gen [0-9]* tok [0-9.]* tok/s' "$SCRATCH/run_$1.err" | tail -1 | awk '{print $4}'; }
+tpf() { local v; v=$(grep -o "[0-9.]* tok/forward" "$SCRATCH/run_$1.err" | tail -1 | awk "{print \$1}"); echo "${v:-1.00}"; }
 if [ $HAVE_GPU = 1 ]; then
+    T0=$(date +%s)
     ok=1
-    run_one cuda_ar cuda --no-mtp || ok=0
-    run_one cuda_mtp cuda --draft-depth 3 --no-adaptive || ok=0
-    run_one cpu_ar cpu --no-mtp || ok=0
-    run_one cpu_mtp cpu --draft-depth 3 --no-adaptive || ok=0
+    bad=""
+    for g in 1 0; do
+        run_one "ar_g$g" cuda MTPLX_CUDA_GRAPHS=$g -- --no-mtp || { ok=0; bad="$bad ar_g$g"; }
+        for d in 1 2 3; do
+            run_one "mtp${d}_g$g" cuda MTPLX_CUDA_GRAPHS=$g -- --draft-depth $d --no-adaptive || { ok=0; bad="$bad mtp${d}_g$g"; }
+        done
+    done
+    run_one mtp3_hostpick cuda MTPLX_CUDA_ARGMAX=0 -- --draft-depth 3 --no-adaptive || { ok=0; bad="$bad mtp3_hostpick"; }
+    run_one cpu_ar cpu -- --no-mtp || { ok=0; bad="$bad cpu_ar"; }
+    run_one cpu_mtp3 cpu -- --draft-depth 3 --no-adaptive || { ok=0; bad="$bad cpu_mtp3"; }
     if [ $ok = 1 ]; then
-        result "mtplx run --device cuda" ok "AR $(tps cuda_ar) tok/s, MTP(3) $(tps cuda_mtp) tok/s; CPU AR $(tps cpu_ar), MTP $(tps cpu_mtp)"
-        grep -o 'mtp depth.*' "$LOGDIR/run_cuda_mtp.err" | tail -1 | tee -a "$LOG"
-        if cmp -s "$LOGDIR/run_cuda_ar.txt" "$LOGDIR/run_cuda_mtp.txt"; then
-            result "run: GPU greedy MTP text == AR" ok "$(wc -c <"$LOGDIR/run_cuda_ar.txt") bytes"
+        result "mtplx run --device cuda (11 runs)" ok "$(($(date +%s) - T0)) s"
+        diff_list=""
+        for n in ar_g0 mtp1_g1 mtp2_g1 mtp3_g1 mtp1_g0 mtp2_g0 mtp3_g0 mtp3_hostpick; do
+            cmp -s "$SCRATCH/run_ar_g1.txt" "$SCRATCH/run_$n.txt" || diff_list="$diff_list $n"
+        done
+        if [ -z "$diff_list" ]; then
+            result "run: GPU greedy texts identical" ok "AR/MTP 1..3 x graphs on/off + host picks: $(wc -c <"$SCRATCH/run_ar_g1.txt") bytes each"
         else
-            result "run: GPU greedy MTP text == AR" FAIL "texts differ (run_cuda_ar.txt vs run_cuda_mtp.txt)"
+            result "run: GPU greedy texts identical" FAIL "differ from AR (graphs on):$diff_list"
+            for n in $diff_list; do { echo "--- $n vs ar_g1:"; diff "$SCRATCH/run_ar_g1.txt" "$SCRATCH/run_$n.txt" | head -5; } >>"$LOG"; done
         fi
-        if cmp -s "$LOGDIR/run_cuda_ar.txt" "$LOGDIR/run_cpu_ar.txt"; then
+        if cmp -s "$SCRATCH/run_ar_g1.txt" "$SCRATCH/run_cpu_ar.txt"; then
             result "run: GPU greedy text == CPU" ok "identical"
         else
             result "run: GPU greedy text == CPU" skip "differs (reported, not a failure: near-ties in logits may flip)"
         fi
+        TABLES+=("" "speed, models/default.gguf, 256 tokens greedy, tok/s (tokens/forward):")
+        TABLES+=("$(printf '  %-16s %14s %14s %8s' config 'graphs on' 'graphs off' 'on/off')")
+        for c in ar mtp1 mtp2 mtp3; do
+            a=$(tps ${c}_g1); b=$(tps ${c}_g0)
+            r=$(awk -v a="$a" -v b="$b" 'BEGIN{ if (b > 0) printf "%.2fx", a / b; else print "?" }')
+            TABLES+=("$(printf '  %-16s %14s %14s %8s' "$c" "$a ($(tpf ${c}_g1))" "$b ($(tpf ${c}_g0))" "$r")")
+        done
+        TABLES+=("$(printf '  %-16s %14s' 'mtp3 host picks' "$(tps mtp3_hostpick)")")
+        for n in ar_g1 mtp3_g1 mtp3_g0; do
+            TABLES+=("  $n: $(grep -o 'CUDA graphs.*' "$SCRATCH/run_$n.err" | tail -1)")
+        done
+        TABLES+=("$(printf '  %-16s %14s %14s' 'CPU (all cores)' "ar $(tps cpu_ar)" "mtp3 $(tps cpu_mtp3)")")
     else
-        result "mtplx run --device cuda" FAIL "a run failed (see run_*.err)"
+        result "mtplx run --device cuda" FAIL "failed:$bad (see the log)"
+    fi
+
+    # ---- 5. --device cuda on the other commands; a model that does not fit ----
+    T0=$(date +%s)
+    dev_cmd() { # name args...
+        local name=$1
+        shift
+        (cd "$ROOT" && timeout 40 "$MTPLX" "$@") >"$SCRATCH/cmd_$name.out" 2>&1
+        local rc=$?
+        { echo "-- mtplx $* : rc=$rc"; tail -25 "$SCRATCH/cmd_$name.out"; echo; } >>"$LOG"
+        return $rc
+    }
+    bad=""
+    dev_cmd bench bench -m "$MODEL" --device cuda --quick -n 64 --reps 1 --max-depth 2 || bad="$bad bench"
+    dev_cmd tune tune -m "$MODEL" --device cuda --quick --max-depth 2 --retune || bad="$bad tune"
+    dev_cmd verify forge verify "$MODEL" --device cuda -n 64 --prompts 2 --depth 3 || bad="$bad forge-verify"
+    if [ -z "$bad" ]; then result "--device cuda: bench, tune, forge verify" ok "exit 0 ($(($(date +%s) - T0)) s)"
+    else result "--device cuda: bench, tune, forge verify" FAIL "non-zero exit:$bad"; fi
+    grep -i 'greedy.*\(==\|equal\|identical\)' "$SCRATCH/cmd_verify.out" | head -2 | while IFS= read -r l; do say "   forge verify: $l"; done
+    (cd "$ROOT" && MTPLX_CUDA_MEM_LIMIT=1000000 timeout 30 "$MTPLX" run -m "$MODEL" -p hi -n 4 --device cuda) \
+        >"$SCRATCH/fit.out" 2>"$SCRATCH/fit.err"
+    rc=$?
+    cat "$SCRATCH/fit.err" >>"$LOG"
+    if [ $rc = 1 ] && grep -q 'does not fit' "$SCRATCH/fit.err"; then
+        result "too big for the GPU: refused" ok "exit 1: $(grep -o 'does not fit.*' "$SCRATCH/fit.err" | cut -c1-90)..."
+    else
+        result "too big for the GPU: refused" FAIL "exit $rc, message: $(tail -1 "$SCRATCH/fit.err" | cut -c1-120)"
+    fi
+
+    # ---- 6. a real shape: random-weight Qwen3-0.6B BF16, verify / decode on the GPU ----
+    T0=$(date +%s)
+    BM="$BUILD/bench/bench_models"
+    if [ -x "$BM" ] && "$BM" gen --vocab "$MODEL" --out "$SCRATCH" --size 0.6b --types bf16 >>"$LOG" 2>&1; then
+        M06="$SCRATCH/qwen3-0.6b-bf16.gguf"
+        TABLES+=("" "random-weight Qwen3-0.6B shape, BF16, bench_models on the GPU (medians of 15):")
+        TABLES+=("$(printf '  %-10s %10s %9s %8s %8s %8s %8s' graphs 'decode ms' 'GB/s' 'n=2' 'n=4' 'n=8' 'tok/s')")
+        okb=1
+        for g in 1 0; do
+            j=$(cd "$ROOT" && timeout 60 "$BM" run "$M06" --device cuda --graphs $g --reps 15 --prefill 64 --prefill-reps 1 2>>"$LOG")
+            echo "$j" >>"$LOG"
+            [ -n "$j" ] || { okb=0; continue; }
+            row=$(python3 - "$j" <<'PY' 2>/dev/null
+import json, sys
+j = json.loads(sys.argv[1])
+r = j["verify_ratio"]
+print("%10.3f %9.0f %7.2fx %7.2fx %7.2fx %8.1f" % (j["decode_ms"], j["decode_gbps"], r["2"], r["4"], r["8"], j["decode_tok_s"]))
+PY
+)
+            [ -n "$row" ] || row=$(echo "$j" | grep -o '"decode_ms": [0-9.]*\|"verify_ratio": {[^}]*}' | tr '\n' ' ')
+            TABLES+=("$(printf '  %-10s %s' "$([ $g = 1 ] && echo on || echo off)" "$row")")
+        done
+        TABLES+=("  (n=K columns: verify time of K rows / decode time of 1 row; the goal is n=4 <= 1.1x)")
+        if [ $okb = 1 ]; then result "bench_models 0.6B bf16 on the GPU" ok "$(($(date +%s) - T0)) s (table below)"
+        else result "bench_models 0.6B bf16 on the GPU" FAIL "a run failed (see the log)"; fi
+        rm -f "$M06"
+    else
+        result "bench_models 0.6B bf16 on the GPU" skip "bench_models missing or gen failed"
     fi
 else
     result "mtplx run --device cuda" skip "no GPU"

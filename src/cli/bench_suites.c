@@ -321,6 +321,8 @@ int bench_suite_long_context(mtplx_model *m, const bench_opts *o, cJSON *res) {
         if (!why[0]) {
             mtplx_ctx_params cp = mtplx_ctx_default_params();
             cp.n_threads = o->n_threads;
+        cp.device = o->device;
+            cp.device = o->device;
             cp.n_ctx = L;
             if (mtplx_ctx_new(use, &cp, &ctx) != MTPLX_OK)
                 snprintf(why, sizeof why, "no context: %s", mtplx_last_error());
@@ -334,6 +336,7 @@ int bench_suite_long_context(mtplx_model *m, const bench_opts *o, cJSON *res) {
             continue;
         }
         mtplx_gen_params gp = mtplx_gen_default_params();
+        gp.no_event_logits = true; /* ids only: greedy picks may stay on a GPU */
         gp.sampling.temperature = 0;
         gp.max_tokens = ntok;
         gp.ignore_eos = true;
@@ -470,11 +473,14 @@ int bench_suite_math_quick(mtplx_model *m, const bench_opts *o, cJSON *res) {
             /* a fresh context each, so AR and MTP decode from the same state */
             mtplx_ctx_params cp = mtplx_ctx_default_params();
             cp.n_threads = o->n_threads;
+        cp.device = o->device;
+            cp.device = o->device;
             cp.n_ctx = (int32_t)np + ntok + 16;
             if (cp.n_ctx > info.n_ctx_train) cp.n_ctx = info.n_ctx_train;
             s = mtplx_ctx_new(m, &cp, &ctx);
             if (s != MTPLX_OK) break;
             mtplx_gen_params gp = mtplx_gen_default_params();
+            gp.no_event_logits = true; /* ids only: greedy picks may stay on a GPU */
             gp.sampling.temperature = 0;
             gp.max_tokens = ntok;
             gp.draft_depth = k ? depth : 0;
@@ -680,12 +686,14 @@ int bench_distribution(mtplx_model *m, const bench_opts *o, const bench_set *set
                                         false, &ids, &n);
         mtplx_ctx_params cp = mtplx_ctx_default_params();
         cp.n_threads = o->n_threads;
+        cp.device = o->device;
         cp.n_ctx = (int32_t)n + ntok + depth + 8;
         if (cp.n_ctx > info.n_ctx_train) cp.n_ctx = info.n_ctx_train;
         if (s == MTPLX_OK) s = mtplx_ctx_new(m, &cp, &ctx);
         memset(cnt, 0, (size_t)2 * (size_t)ntok * (size_t)V * sizeof *cnt);
         for (int side = 0; side < 2 && s == MTPLX_OK; side++) {
             mtplx_gen_params gp = mtplx_gen_default_params();
+            gp.no_event_logits = true; /* ids only: greedy picks may stay on a GPU */
             gp.sampling.temperature = temp;
             gp.sampling.top_k = top_k;
             gp.sampling.top_p = 1;

@@ -15,6 +15,7 @@ typedef struct bench_opts {
     const char *suites_dir; /* --suites-dir */
     const char *model_path; /* the resolved model path */
     const char *positions;  /* long-context: "1024,4096,16384" */
+    const char *device;     /* --device: "cpu" (NULL) or "cuda" */
     bool quick;
     bool depth_set; /* --max-depth was given */
 } bench_opts;

@@ -45,13 +45,15 @@ bool cli_resolve_model(const char *arg, char *buf, size_t cap);
 
 /* Parse helpers: false (and a usage message) when s is not a number in range. */
 bool cli_parse_int(const char *cmd, const char *flag, const char *s, long lo, long hi, long *out);
+/* --device: "cpu" or "cuda" (the first GPU) into *out; else a usage error
+ * is printed and false returned. A build without CUDA accepts "cuda" here and
+ * fails when the context is made (a runtime error, exit 1). */
+bool cli_parse_device(const char *cmd, const char *s, const char **out);
 bool cli_parse_float(const char *cmd, const char *flag, const char *s, double lo, double hi,
                      double *out);
 
-/* --kv-type f16|f32|q8_0 and --device cpu|cuda: false (and a usage message)
- * when s is neither. The device string is s itself. */
+/* --kv-type f16|f32|q8_0: false (and a usage message) otherwise. */
 bool cli_parse_kv_type(const char *cmd, const char *s, mtplx_kv_type *out);
-bool cli_parse_device(const char *cmd, const char *s, const char **out);
 
 /* Monotonic milliseconds. */
 double cli_now_ms(void);

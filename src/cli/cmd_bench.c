@@ -32,6 +32,7 @@ static void help(void) {
            "                       math-quick\n"
            "      --json PATH      also write the results, machine, build and model as JSON\n"
            "  -t, --threads N      threads (default: all cores)\n"
+           "      --device D       cpu (default) or cuda (the first GPU)\n"
            "  -n, --tokens N       new tokens per run (default 96; exactness 64;\n"
            "                       long-context 64; math-quick 128)\n"
            "      --reps N         timed repetitions (throughput, default 3)\n"
@@ -138,10 +139,12 @@ static mtplx_status gen_once(mtplx_model *m, const bench_opts *o, const char *te
     mtplx_ctx_params cp = mtplx_ctx_default_params();
     cp.n_threads = o->n_threads;
     cp.n_ctx = 1024;
+    cp.device = o->device;
     mtplx_ctx *ctx = NULL;
     mtplx_status s = mtplx_ctx_new(m, &cp, &ctx);
     if (s == MTPLX_OK) {
         mtplx_gen_params gp = mtplx_gen_default_params();
+        gp.no_event_logits = true; /* ids only: greedy picks may stay on a GPU */
         gp.sampling.temperature = temp;
         gp.sampling.seed = seed;
         gp.max_tokens = o->n_tokens;
@@ -190,7 +193,8 @@ static int suite_throughput(mtplx_model *m, const bench_opts *o, cJSON *res) {
         return EXIT_RUNTIME;
     }
     tune_plan plan = {.max_depth = o->max_depth, .n_tokens = o->n_tokens, .reps = o->reps,
-                      .n_threads = o->n_threads, .temperature = 0.8f, .seed = 1234,
+                      .n_threads = o->n_threads, .device = o->device, .temperature = 0.8f,
+                      .seed = 1234,
                       .warmup = !o->quick, .progress = true};
     tune_cfg cfg[MTPLX_MAX_DRAFT + 1];
     mtplx_status ms = tune_measure(m, pr, n, &plan, cfg);
@@ -374,7 +378,8 @@ static int suite_exactness(mtplx_model *m, const bench_opts *o, cJSON *res) {
 
 int cmd_bench(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "compare")) return bench_compare(argc - 1, argv + 1);
-    enum { O_SUITE = 256, O_JSON, O_REPS, O_DEPTH, O_TEXT, O_PROMPTS, O_QUICK, O_POS, O_SAMPLES, O_SDIR };
+    enum { O_SUITE = 256, O_JSON, O_REPS, O_DEPTH, O_TEXT, O_PROMPTS, O_QUICK, O_POS, O_SAMPLES, O_SDIR,
+           O_DEVICE };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},    {"suite", required_argument, 0, O_SUITE},
         {"json", required_argument, 0, O_JSON},  {"threads", required_argument, 0, 't'},
@@ -382,7 +387,7 @@ int cmd_bench(int argc, char **argv) {
         {"max-depth", required_argument, 0, O_DEPTH}, {"text", required_argument, 0, O_TEXT},
         {"prompts", required_argument, 0, O_PROMPTS}, {"quick", no_argument, 0, O_QUICK},
         {"positions", required_argument, 0, O_POS}, {"samples", required_argument, 0, O_SAMPLES},
-        {"suites-dir", required_argument, 0, O_SDIR},
+        {"suites-dir", required_argument, 0, O_SDIR}, {"device", required_argument, 0, O_DEVICE},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *model_arg = NULL, *suite = "throughput", *json_path = NULL;
     bench_opts o = {.max_depth = 4, .n_tokens = 0, .reps = 3};
@@ -398,6 +403,9 @@ int cmd_bench(int argc, char **argv) {
         case O_QUICK: o.quick = true; break; /* hidden: tiny budget, for tests */
         case O_POS: o.positions = optarg; break;
         case O_SDIR: o.suites_dir = optarg; break;
+        case O_DEVICE:
+            if (!cli_parse_device("bench", optarg, &o.device)) return EXIT_USAGE;
+            break;
         case O_SAMPLES:
             if (!cli_parse_int("bench", "--samples", optarg, 0, 1000000, &iv)) return EXIT_USAGE;
             o.samples = iv ? (int32_t)iv : -1;

@@ -8,12 +8,13 @@
 #include <string.h>
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: mtplx embed -m PATH [--query] [--dimensions N] [--threads N] [TEXT...]\n\n"
+    fprintf(f, "usage: mtplx embed -m PATH [--query] [--dimensions N] [--threads N] [--device D] [TEXT...]\n\n"
                "Print the embedding of each TEXT (or of each stdin line) as a JSON line.\n\n"
                "  -m, --model PATH  an embedding model (HF folder with sentence-transformers config, GGUF)\n"
                "  --query           embed as queries (the model's query instruction, e.g. Qwen3-Embedding's)\n"
                "  --dimensions N    keep the first N dimensions and re-normalise (Matryoshka)\n"
                "  --threads N       CPU threads (default: all cores)\n"
+               "  --device D        cpu (default) or cuda (the first GPU; decoder models only)\n"
                "  -h, --help        this help\n\n"
                "exit codes: 0 ok, 1 the model cannot embed or an input is invalid, 2 bad usage\n");
 }
@@ -45,13 +46,14 @@ int cmd_embed(int argc, char **argv) {
     const char *model = NULL;
     bool query = false;
     long dims = 0, threads = 0;
+    const char *device = NULL;
     const char **texts = calloc((size_t)argc + 1, sizeof *texts);
     int n = 0;
     if (!texts) return EXIT_RUNTIME;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool val = !strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--dimensions") ||
-                   !strcmp(a, "--threads");
+                   !strcmp(a, "--threads") || !strcmp(a, "--device");
         if (val && i + 1 >= argc) {
             free(texts);
             return cli_usage_error("embed", "%s needs a value", a);
@@ -66,6 +68,8 @@ int cmd_embed(int argc, char **argv) {
             if (!cli_parse_int("embed", a, argv[++i], 1, 1 << 20, &dims)) { free(texts); return EXIT_USAGE; }
         } else if (!strcmp(a, "--threads")) {
             if (!cli_parse_int("embed", a, argv[++i], 1, 4096, &threads)) { free(texts); return EXIT_USAGE; }
+        } else if (!strcmp(a, "--device")) {
+            if (!cli_parse_device("embed", argv[++i], &device)) { free(texts); return EXIT_USAGE; }
         } else if (!strcmp(a, "--")) {
             while (++i < argc) texts[n++] = argv[i];
         } else if (a[0] == '-' && a[1]) {
@@ -104,6 +108,7 @@ int cmd_embed(int argc, char **argv) {
     }
     mtplx_ctx_params cp = mtplx_ctx_default_params();
     cp.n_threads = (int32_t)threads;
+    cp.device = device;
     if (mtplx_ctx_new(m, &cp, &ctx) != MTPLX_OK) { cli_error("embed: context"); goto done; }
     vec = malloc((size_t)(n ? n : 1) * (size_t)d * sizeof(float));
     if (!vec) goto done;

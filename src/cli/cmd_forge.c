@@ -17,7 +17,7 @@
 static void help(void) {
     printf("usage: mtplx forge convert SRC [options]\n"
            "       mtplx forge train-mtp MODEL --data TEXT_FILE -o OUT.gguf [options]\n"
-           "       mtplx forge verify MODEL [--data TEXT_FILE] [--depth K] [-n TOKENS]\n\n"
+           "       mtplx forge verify MODEL [--data TEXT_FILE] [--depth K] [-n TOKENS] [--device D]\n\n"
            "convert: an HF folder, a llama2.c .bin or a GGUF file to GGUF.\n"
            "  -o, --output PATH      output file (default: the model store, %s/models/NAME.gguf)\n"
            "  -t, --type TYPE        weight matrices as f32, f16, bf16, q8_0, q4_0, q4_K, q6_K\n"
@@ -43,7 +43,8 @@ static void help(void) {
            "  --depth K              draft depth (default 3)\n"
            "  -n, --tokens N         tokens per prompt (default 128)\n"
            "  --prompts N            number of prompts (default 4)\n"
-           "  -j, --threads N\n",
+           "  -j, --threads N\n"
+           "  --device D             cpu (default) or cuda (the first GPU)\n",
            cli_home(), MTPLX_TRAIN_MAX_DEPTH);
 }
 
@@ -172,12 +173,13 @@ static int run_verify(const char *model, const mtplx_verify_params *vp) {
 }
 
 static int do_verify(int argc, char **argv) {
-    enum { O_DATA = 256, O_DEPTH, O_PROMPTS };
+    enum { O_DATA = 256, O_DEPTH, O_PROMPTS, O_DEVICE };
     static const struct option opts[] = {{"data", required_argument, 0, O_DATA},
                                          {"depth", required_argument, 0, O_DEPTH},
                                          {"tokens", required_argument, 0, 'n'},
                                          {"prompts", required_argument, 0, O_PROMPTS},
                                          {"threads", required_argument, 0, 'j'},
+                                         {"device", required_argument, 0, O_DEVICE},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     mtplx_verify_params vp = mtplx_verify_default_params();
@@ -202,6 +204,9 @@ static int do_verify(int argc, char **argv) {
         case 't':
             if (!cli_parse_int("forge", "--threads", optarg, 1, 1024, &v)) return EXIT_USAGE;
             vp.n_threads = (int32_t)v;
+            break;
+        case O_DEVICE:
+            if (!cli_parse_device("forge", optarg, &vp.device)) return EXIT_USAGE;
             break;
         case 'h': help(); return EXIT_OK;
         default: return cli_usage_error("forge", "verify: unknown option");

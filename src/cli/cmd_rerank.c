@@ -8,12 +8,13 @@
 #include <string.h>
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: mtplx rerank -m PATH --query Q [--sort] [--threads N] DOC...\n\n"
+    fprintf(f, "usage: mtplx rerank -m PATH --query Q [--sort] [--threads N] [--device D] DOC...\n\n"
                "Score each DOC's relevance to Q in [0, 1].\n\n"
                "  -m, --model PATH  a reranker (cross-encoder HF folder / GGUF, Qwen3-Reranker)\n"
                "  -q, --query Q     the query\n"
                "  --sort            print best first (default: the given order)\n"
                "  --threads N       CPU threads (default: all cores)\n"
+               "  --device D        cpu (default) or cuda (the first GPU; decoder models only)\n"
                "  -h, --help        this help\n\n"
                "output: score<TAB>index<TAB>document per line\n"
                "exit codes: 0 ok, 1 the model cannot rerank or an input is invalid, 2 bad usage\n");
@@ -29,13 +30,14 @@ int cmd_rerank(int argc, char **argv) {
     const char *model = NULL, *query = NULL;
     bool sort = false;
     long threads = 0;
+    const char *device = NULL;
     const char **docs = calloc((size_t)argc + 1, sizeof *docs);
     int n = 0;
     if (!docs) return EXIT_RUNTIME;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool val = !strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "-q") ||
-                   !strcmp(a, "--query") || !strcmp(a, "--threads");
+                   !strcmp(a, "--query") || !strcmp(a, "--threads") || !strcmp(a, "--device");
         if (val && i + 1 >= argc) {
             free(docs);
             return cli_usage_error("rerank", "%s needs a value", a);
@@ -49,6 +51,8 @@ int cmd_rerank(int argc, char **argv) {
         else if (!strcmp(a, "--sort")) sort = true;
         else if (!strcmp(a, "--threads")) {
             if (!cli_parse_int("rerank", a, argv[++i], 1, 4096, &threads)) { free(docs); return EXIT_USAGE; }
+        } else if (!strcmp(a, "--device")) {
+            if (!cli_parse_device("rerank", argv[++i], &device)) { free(docs); return EXIT_USAGE; }
         } else if (!strcmp(a, "--")) {
             while (++i < argc) docs[n++] = argv[i];
         } else if (a[0] == '-' && a[1]) {
@@ -75,6 +79,7 @@ int cmd_rerank(int argc, char **argv) {
     }
     mtplx_ctx_params cp = mtplx_ctx_default_params();
     cp.n_threads = (int32_t)threads;
+    cp.device = device;
     if (mtplx_ctx_new(m, &cp, &ctx) != MTPLX_OK) { cli_error("rerank: context"); goto done; }
     int32_t n_tok = 0;
     if (mtplx_rerank(ctx, query, docs, n, s, &n_tok) != MTPLX_OK) { cli_error("rerank"); goto done; }

@@ -257,6 +257,7 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     mtplx_gen_stats st;
+    gp.no_event_logits = true; /* on_token prints text only: greedy picks may stay on a GPU */
     if (mtplx_generate(ctx, ids, (int32_t)n_ids, &gp, on_token, NULL, &st) != MTPLX_OK) {
         fputc('\n', stdout);
         cli_error("generation failed");

@@ -17,6 +17,8 @@ static void help(void) {
            "      --suite NAME     prompt suite: all (default), prose, code\n"
            "      --show           list the stored results and exit\n"
            "  -t, --threads N      threads (default: all cores)\n"
+           "      --device D       cpu (default) or cuda (the first GPU; measured and\n"
+           "                       printed, not stored: the store is for CPU runs)\n"
            "  -n, --tokens N       new tokens per run (default 64)\n"
            "      --prompts N      use the first N prompts of the suite (default 4)\n"
            "      --reps N         timed repetitions (default 3)\n"
@@ -28,7 +30,8 @@ static void help(void) {
 }
 
 int cmd_tune(int argc, char **argv) {
-    enum { O_RETUNE = 256, O_SUITE, O_SHOW, O_QUICK, O_REPS, O_TEMP, O_DEPTH, O_PROMPTS, O_MARGIN };
+    enum { O_RETUNE = 256, O_SUITE, O_SHOW, O_QUICK, O_REPS, O_TEMP, O_DEPTH, O_PROMPTS, O_MARGIN,
+           O_DEVICE };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"retune", no_argument, 0, O_RETUNE},
         {"suite", required_argument, 0, O_SUITE}, {"show", no_argument, 0, O_SHOW},
@@ -36,6 +39,7 @@ int cmd_tune(int argc, char **argv) {
         {"tokens", required_argument, 0, 'n'}, {"reps", required_argument, 0, O_REPS},
         {"temp", required_argument, 0, O_TEMP}, {"max-depth", required_argument, 0, O_DEPTH},
         {"prompts", required_argument, 0, O_PROMPTS}, {"margin", required_argument, 0, O_MARGIN},
+        {"device", required_argument, 0, O_DEVICE},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     const char *model_arg = NULL, *suite = "all";
     bool retune = false, show = false, quick = false;
@@ -83,6 +87,9 @@ int cmd_tune(int argc, char **argv) {
         case O_PROMPTS:
             if (!cli_parse_int("tune", "--prompts", optarg, 1, 64, &max_prompts)) return EXIT_USAGE;
             break;
+        case O_DEVICE:
+            if (!cli_parse_device("tune", optarg, &plan.device)) return EXIT_USAGE;
+            break;
         case 'h': help(); return EXIT_OK;
         default: return cli_usage_error("tune", "unknown option");
         }
@@ -122,9 +129,10 @@ int cmd_tune(int argc, char **argv) {
         rc = EXIT_OK;
         goto done;
     }
+    bool gpu = plan.device && strcmp(plan.device, "cuda") == 0;
     int got = tune_store_get(&key, &have);
     if (got < 0) goto done;
-    if (got == 1 && !retune) {
+    if (got == 1 && !retune && !gpu) {
         printf("Already tuned (%s): depth %d, %.1f -> %.1f tokens/s (%.2fx). "
                "Use --retune to measure again.\n",
                have.when, have.depth, have.ar_tps, have.best_tps,
@@ -137,10 +145,13 @@ int cmd_tune(int argc, char **argv) {
     mtplx_hwinfo_detect(&hw);
     int threads = plan.n_threads > 0 ? plan.n_threads : hw.n_threads;
     int runs = (plan.warmup ? plan.max_depth + 1 : 0) + plan.reps * n_prompts * (plan.max_depth + 1);
-    fprintf(stderr, "mtplx tune: %s (%s, %s, %d MTP head) on %s, %d threads\n"
+    char where[64];
+    if (gpu) snprintf(where, sizeof where, "GPU 0 (--device cuda)");
+    else snprintf(where, sizeof where, "%d threads", threads);
+    fprintf(stderr, "mtplx tune: %s (%s, %s, %d MTP head) on %s, %s\n"
                     "  AR and depths 1..%d, suite '%s' (%d prompts), %d tokens, %d reps, temp %.2f: "
                     "%d runs\n",
-            path, info.arch, info.weight_type, info.n_mtp, hw.cpu_model, threads, plan.max_depth,
+            path, info.arch, info.weight_type, info.n_mtp, hw.cpu_model, where, plan.max_depth,
             suite, n_prompts, plan.n_tokens, plan.reps, plan.temperature, runs);
     tune_cfg cfg[MTPLX_MAX_DRAFT + 1];
     if (tune_measure(model, prompts, n_prompts, &plan, cfg) != MTPLX_OK) {
@@ -171,12 +182,17 @@ int cmd_tune(int argc, char **argv) {
         printf("Plain AR is fastest: %.1f tokens/s; the best depth (%d) reaches %.1f (%.2fx). "
                "Nothing stored.\n",
                med[0], best, med[best], med[0] > 0 ? med[best] / med[0] : 0.0);
-        if (got == 1 && !tune_store_remove(&key)) goto done;
+        if (got == 1 && !gpu && !tune_store_remove(&key)) goto done;
         rc = EXIT_OK;
         goto done;
     }
     printf("Depth %d is fastest: %.1f -> %.1f tokens/s (%.2fx)\n", win, med[0], med[win],
            med[0] > 0 ? med[win] / med[0] : 0.0);
+    if (gpu) {
+        printf("Not stored: the tuning store holds CPU results (run / start / serve read it for the CPU).\n");
+        rc = EXIT_OK;
+        goto done;
+    }
     tune_entry e;
     memset(&e, 0, sizeof e);
     e.key = key;

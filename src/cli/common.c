@@ -93,6 +93,15 @@ bool cli_parse_int(const char *cmd, const char *flag, const char *s, long lo, lo
     return true;
 }
 
+bool cli_parse_device(const char *cmd, const char *s, const char **out) {
+    if (!s || (strcmp(s, "cpu") != 0 && strcmp(s, "cuda") != 0)) {
+        cli_usage_error(cmd, "--device expects cpu or cuda, got '%s'", s ? s : "");
+        return false;
+    }
+    *out = s;
+    return true;
+}
+
 bool cli_parse_float(const char *cmd, const char *flag, const char *s, double lo, double hi,
                      double *out) {
     char *end;
@@ -110,15 +119,6 @@ bool cli_parse_float(const char *cmd, const char *flag, const char *s, double lo
 bool cli_parse_kv_type(const char *cmd, const char *s, mtplx_kv_type *out) {
     if (mtplx_kv_type_parse(s, out)) return true;
     cli_usage_error(cmd, "--kv-type expects f16, f32 or q8_0, got '%s'", s ? s : "");
-    return false;
-}
-
-bool cli_parse_device(const char *cmd, const char *s, const char **out) {
-    if (s && (!strcmp(s, "cpu") || !strcmp(s, "cuda"))) {
-        *out = s;
-        return true;
-    }
-    cli_usage_error(cmd, "--device expects cpu or cuda, got '%s'", s ? s : "");
     return false;
 }
 

@@ -431,9 +431,11 @@ static mtplx_status one_run(mtplx_model *m, const tune_plan *p, const int32_t *i
     mtplx_ctx_params cp = mtplx_ctx_default_params();
     cp.n_threads = p->n_threads;
     cp.n_ctx = p->n_ctx > 0 ? p->n_ctx : 1024;
+    cp.device = p->device;
     mtplx_ctx *ctx = NULL;
     MTPLX_TRY(mtplx_ctx_new(m, &cp, &ctx));
     mtplx_gen_params gp = mtplx_gen_default_params();
+    gp.no_event_logits = true; /* ids only: greedy picks may stay on a GPU */
     gp.sampling.temperature = p->temperature;
     gp.sampling.seed = seed;
     gp.max_tokens = n_tokens;

@@ -80,6 +80,7 @@ typedef struct tune_plan {
     int32_t reps;       /* timed repetitions of each (prompt, config) */
     int32_t n_threads;  /* 0 = all */
     int32_t n_ctx;      /* each fresh context; 0 = 1024 */
+    const char *device; /* "cpu" (NULL) or "cuda" */
     float temperature;  /* with the run defaults for top-k/p, min-p */
     uint64_t seed;      /* per (prompt, rep) seed = seed + 1000 * prompt + rep */
     bool warmup;        /* one untimed short run per config first */

@@ -13,15 +13,48 @@
  * GPU: it is logged with the op's name and the process stops (ops return
  * nothing to report it through).
  *
- * Left out for now: CUDA graphs for the decode / verify step, the sampler and
- * the acceptance test on the GPU, a tensor-core GEMM for prefill, several
- * GPUs. */
+ * CUDA graphs. A small model's step is bound by launch overhead (about 20
+ * ops per layer, each a launch), so the decode step (1 row) and the verify
+ * step (k+1 <= 16 rows) are captured once and replayed. How the step's
+ * changing inputs reach a replay: the kernels that depend on the position or
+ * the token ids (RoPE, the KV store, attention, the embedding gather) read
+ * them from a step block in device memory (mtplx_cuda_step) when given its
+ * address. Each replay is therefore two launches: a one-thread kernel that
+ * writes this step's position and ids into the block (its arguments are
+ * copied at launch, so no host buffer must outlive it), then the graph.
+ * Nothing is re-captured or updated per step.
+ *   model/forward.c offers every single-sequence forward of <= 16 rows
+ * through graph_begin with a key (model, cache, activations, input buffer,
+ * rows, kind); equal keys mean the same ops on the same buffers. A key is
+ * captured the second time it is seen (the first run uploads the weights it
+ * uses, so a capture never uploads), then replayed. While capturing, op
+ * positions become offsets from the captured step's position, and gather ids
+ * must point into the step's token array; anything else marks the capture
+ * bad, and graph_end then reports failure so forward.c issues the ops again
+ * without capture. A key whose capture fails is never tried again. Freeing
+ * any buffer (a context going away) or forgetting the weights drops every
+ * graph, since their addresses are baked into the captures.
+ *   The kernels compute the same integers either way, so logits are
+ * bit-identical with graphs on and off (tests/test_cuda.c checks it).
+ * MTPLX_CUDA_GRAPHS=0 in the environment, or mtplx_cuda_set_graphs(), turns
+ * graphs off.
+ *
+ * Greedy decoding (argmax_rows): the token ids and their log-probabilities
+ * are picked on the GPU, so a greedy step copies back 8 bytes per row
+ * instead of whole logits rows (engine/generate.c uses it when the caller
+ * does not want logits in its token events). MTPLX_CUDA_ARGMAX=0 turns it
+ * off.
+ *
+ * Left out for now: sampling at temperature > 0 and its acceptance test on
+ * the GPU (the logits rows are copied back for those), a tensor-core GEMM
+ * for prefill, several GPUs. */
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_kernels.h"
 #include "kernels/kernels.h"
 #include "model/backend.h"
 
 #include <cuda_runtime_api.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -30,13 +63,37 @@ typedef struct {
     size_t bytes;
 } param_slot;
 
+enum { MAX_GRAPHS = 128, PICK_ROWS = 32 };
+
+typedef struct {
+    mtplx_graph_key key;
+    int seen;
+    bool failed; /* capture impossible: plain launches for this key */
+    cudaGraphExec_t exec;
+} graph_slot;
+
 typedef struct {
     mtplx_backend base;
     int device;
     cudaStream_t stream;
+    cudaStream_t side; /* uploads that must not land in a capture */
     param_slot *map; /* open addressing, capacity a power of two */
     size_t cap, used;
     size_t param_bytes; /* bytes uploaded so far */
+    /* gather ids of plain (uncaptured) multi-row get_rows */
+    int32_t *ids_dev;
+    int64_t ids_cap;
+    mtplx_cuda_pick *picks; /* [PICK_ROWS] argmax_rows results, device memory */
+    /* CUDA graphs (header comment) */
+    bool graphs;            /* enabled */
+    mtplx_cuda_step *dstep; /* the step block, device memory */
+    graph_slot *gs;         /* [MAX_GRAPHS] */
+    int n_gs;
+    graph_slot *capturing;  /* the slot being captured, or NULL */
+    int64_t cap_pos0, cap_n;
+    const int32_t *cap_tok;
+    bool cap_bad;
+    mtplx_cuda_graph_stats gstats;
 } cuda_backend;
 
 static void check(cudaError_t e, const char *what, const char *file, int line) {
@@ -96,10 +153,27 @@ static const void *param(cuda_backend *c, const void *host, size_t bytes) {
                   (double)bytes / 1e6, (double)c->param_bytes / 1e6);
         CK(e, "cudaMalloc (weights)");
     }
-    CK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, c->stream), "weight upload");
+    if (c->capturing) {
+        /* never expected (a key is captured on its second run): upload
+         * beside the capture, and let the capture fail */
+        c->cap_bad = true;
+        CK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, c->side), "weight upload");
+        CK(cudaStreamSynchronize(c->side), "weight upload (synchronize)");
+    } else {
+        CK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, c->stream), "weight upload");
+    }
     c->param_bytes += bytes;
     map_put(c, host, dev, bytes);
     return dev;
+}
+
+/* An op's position argument while capturing: the step block's position plus
+ * the op's offset from the captured step's (*pos becomes the offset). NULL
+ * when not capturing: *pos is used as it is. */
+static const mtplx_cuda_step *step_pos(cuda_backend *c, int64_t *pos) {
+    if (!c->capturing) return NULL;
+    *pos -= c->cap_pos0;
+    return c->dstep;
 }
 
 static size_t weight_bytes(const mtplx_weight *w) {
@@ -127,7 +201,8 @@ static void cu_rope(mtplx_backend *be, float *x, int64_t n, int n_head, int head
                     const float *inv_freq, bool neox) {
     cuda_backend *c = (cuda_backend *)be;
     const float *f = param(c, inv_freq, (size_t)(head_dim / 2) * sizeof(float));
-    CK(mtplx_cuda_rope(c->stream, x, n, n_head, head_dim, pos0, f, neox), "rope");
+    const mtplx_cuda_step *dyn = step_pos(c, &pos0);
+    CK(mtplx_cuda_rope(c->stream, x, n, n_head, head_dim, pos0, f, neox, dyn), "rope");
 }
 
 static void cu_silu_mul(mtplx_backend *be, const float *gate, const float *up, float *out,
@@ -141,25 +216,174 @@ static void cu_add(mtplx_backend *be, float *y, const float *x, int64_t n) {
 
 static void cu_kv_store(mtplx_backend *be, int kv_type, void *kv, int64_t row, const float *src,
                         int64_t n, int64_t d) {
-    size_t es = kv_type == MTPLX_TYPE_F32 ? 4 : 2;
-    CK(mtplx_cuda_store_rows(((cuda_backend *)be)->stream, kv_type, src,
-                             (char *)kv + (size_t)row * (size_t)d * es, n, d),
-       "kv_store");
+    cuda_backend *c = (cuda_backend *)be;
+    const mtplx_cuda_step *dyn = step_pos(c, &row);
+    CK(mtplx_cuda_store_rows(c->stream, kv_type, src, kv, row, n, d, dyn), "kv_store");
 }
 
 static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n_head,
                          int n_head_kv, int head_dim, const void *k, const void *v, int kv_type,
                          int64_t pos0, float scale, float *out) {
-    CK(mtplx_cuda_attention(((cuda_backend *)be)->stream, q, n_tok, n_head, n_head_kv, head_dim, k,
-                            v, kv_type, pos0, scale, out),
+    cuda_backend *c = (cuda_backend *)be;
+    const mtplx_cuda_step *dyn = step_pos(c, &pos0);
+    CK(mtplx_cuda_attention(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type, pos0,
+                            scale, out, dyn),
        "attention");
 }
 
 static void cu_get_row(mtplx_backend *be, const mtplx_weight *w, int64_t id, float *out) {
     cuda_backend *c = (cuda_backend *)be;
     const void *W = param(c, w->data, weight_bytes(w));
-    CK(mtplx_cuda_get_row(c->stream, w->type, W, mtplx_row_size(w->type, w->k), w->k, id, out),
+    CK(mtplx_cuda_get_rows(c->stream, w->type, W, mtplx_row_size(w->type, w->k), w->k, NULL, id, 1,
+                           out),
        "get_row");
+}
+
+static void cu_get_rows(mtplx_backend *be, const mtplx_weight *w, const int32_t *ids, int64_t n,
+                        float *out) {
+    cuda_backend *c = (cuda_backend *)be;
+    if (n <= 0) return;
+    const void *W = param(c, w->data, weight_bytes(w));
+    size_t rb = mtplx_row_size(w->type, w->k);
+    const int32_t *dev_ids = NULL;
+    if (c->capturing) {
+        uintptr_t at = (uintptr_t)ids, lo = (uintptr_t)c->cap_tok;
+        if (at >= lo && at + (uintptr_t)n * sizeof *ids <= lo + (uintptr_t)c->cap_n * sizeof *ids &&
+            (at - lo) % sizeof *ids == 0) {
+            /* the same rows of the step block (address arithmetic only) */
+            dev_ids = c->dstep->tok + (at - lo) / sizeof *ids;
+        } else {
+            c->cap_bad = true; /* ids the replay could not know: give up this capture */
+            for (int64_t i = 0; i < n; i++) cu_get_row(be, w, ids[i], out + i * w->k);
+            return;
+        }
+    } else if (n == 1) {
+        CK(mtplx_cuda_get_rows(c->stream, w->type, W, rb, w->k, NULL, ids[0], 1, out), "get_rows");
+        return;
+    } else {
+        if (n > c->ids_cap) {
+            CK(cudaStreamSynchronize(c->stream), "synchronize");
+            CK(cudaFree(c->ids_dev), "cudaFree");
+            c->ids_dev = NULL;
+            CK(cudaMalloc((void **)&c->ids_dev, (size_t)n * sizeof(int32_t)), "cudaMalloc (ids)");
+            c->ids_cap = n;
+        }
+        /* from pageable memory: staged before this returns, so ids may change */
+        CK(cudaMemcpyAsync(c->ids_dev, ids, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice,
+                           c->stream),
+           "get_rows (ids)");
+        dev_ids = c->ids_dev;
+    }
+    CK(mtplx_cuda_get_rows(c->stream, w->type, W, rb, w->k, dev_ids, 0, n, out), "get_rows");
+}
+
+static void cu_download(mtplx_backend *be, void *dst_host, const void *src, size_t bytes);
+
+static void cu_argmax_rows(mtplx_backend *be, const float *logits, int64_t n, int64_t V,
+                           int32_t *ids, float *logprob) {
+    cuda_backend *c = (cuda_backend *)be;
+    mtplx_cuda_pick h[PICK_ROWS];
+    for (int64_t i0 = 0; i0 < n; i0 += PICK_ROWS) {
+        int64_t r = n - i0 < PICK_ROWS ? n - i0 : PICK_ROWS;
+        CK(mtplx_cuda_argmax_rows(c->stream, logits + i0 * V, r, V, c->picks), "argmax_rows");
+        cu_download(be, h, c->picks, (size_t)r * sizeof *h);
+        for (int64_t i = 0; i < r; i++) {
+            ids[i0 + i] = h[i].id;
+            logprob[i0 + i] = h[i].logprob;
+        }
+    }
+}
+
+/* ---- CUDA graphs (header comment) ---- */
+
+static bool key_eq(const mtplx_graph_key *a, const mtplx_graph_key *b) {
+    for (int i = 0; i < 4; i++)
+        if (a->ptr[i] != b->ptr[i]) return false;
+    return a->n == b->n && a->kind == b->kind;
+}
+
+static void drop_graphs(cuda_backend *c) {
+    for (int i = 0; i < c->n_gs; i++)
+        if (c->gs[i].exec) cudaGraphExecDestroy(c->gs[i].exec);
+    c->n_gs = 0;
+}
+
+static int cu_graph_begin(mtplx_backend *be, const mtplx_graph_key *key, const int32_t *tokens,
+                          int64_t n, int64_t pos0) {
+    cuda_backend *c = (cuda_backend *)be;
+    if (!c->graphs || n < 1 || n > MTPLX_CUDA_STEP_ROWS || c->capturing) return MTPLX_GRAPH_NONE;
+    graph_slot *g = NULL;
+    for (int i = 0; i < c->n_gs && !g; i++)
+        if (key_eq(&c->gs[i].key, key)) g = &c->gs[i];
+    if (!g) {
+        if (c->n_gs == MAX_GRAPHS) return MTPLX_GRAPH_NONE;
+        g = &c->gs[c->n_gs++];
+        *g = (graph_slot){.key = *key};
+    }
+    if (g->failed || (!g->exec && ++g->seen < 2)) {
+        c->gstats.plain++;
+        return MTPLX_GRAPH_NONE;
+    }
+    mtplx_cuda_step st = {.pos0 = pos0};
+    memcpy(st.tok, tokens, (size_t)n * sizeof(int32_t));
+    CK(mtplx_cuda_set_step(c->stream, c->dstep, &st), "graph step");
+    if (g->exec) {
+        CK(cudaGraphLaunch(g->exec, c->stream), "cudaGraphLaunch");
+        c->gstats.replayed++;
+        return MTPLX_GRAPH_REPLAYED;
+    }
+    if (cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed) != cudaSuccess) {
+        (void)cudaGetLastError();
+        g->failed = true;
+        c->gstats.failed++;
+        return MTPLX_GRAPH_NONE;
+    }
+    c->capturing = g;
+    c->cap_pos0 = pos0;
+    c->cap_tok = tokens;
+    c->cap_n = n;
+    c->cap_bad = false;
+    return MTPLX_GRAPH_CAPTURE;
+}
+
+static bool cu_graph_end(mtplx_backend *be) {
+    cuda_backend *c = (cuda_backend *)be;
+    graph_slot *g = c->capturing;
+    MTPLX_ASSERT(g != NULL);
+    c->capturing = NULL;
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
+    if (e == cudaSuccess && !c->cap_bad) e = cudaGraphInstantiate(&g->exec, graph, 0);
+    if (graph) cudaGraphDestroy(graph);
+    if (e != cudaSuccess || c->cap_bad) {
+        if (e != cudaSuccess)
+            mtplx_log(MTPLX_LOG_DEBUG, "cuda: graph capture failed (%s); plain launches for this step",
+                      cudaGetErrorString(e));
+        (void)cudaGetLastError();
+        if (g->exec) cudaGraphExecDestroy(g->exec);
+        g->exec = NULL;
+        g->failed = true;
+        c->gstats.failed++;
+        return false;
+    }
+    c->gstats.captured++;
+    c->gstats.replayed++;
+    CK(cudaGraphLaunch(g->exec, c->stream), "cudaGraphLaunch");
+    return true;
+}
+
+void mtplx_cuda_set_graphs(mtplx_backend *be, bool on) {
+    cuda_backend *c = (cuda_backend *)be;
+    MTPLX_ASSERT(!c->capturing);
+    if (!on) {
+        CK(cudaStreamSynchronize(c->stream), "synchronize");
+        drop_graphs(c);
+    }
+    c->graphs = on;
+}
+
+mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be) {
+    return ((const cuda_backend *)be)->gstats;
 }
 
 static void *cu_buf_alloc(mtplx_backend *be, size_t bytes) {
@@ -178,6 +402,7 @@ static void cu_buf_free(mtplx_backend *be, void *p) {
     cuda_backend *c = (cuda_backend *)be;
     if (!p) return;
     CK(cudaStreamSynchronize(c->stream), "synchronize");
+    drop_graphs(c); /* a capture may use p */
     CK(cudaFree(p), "cudaFree");
 }
 
@@ -204,6 +429,7 @@ static void cu_copy(mtplx_backend *be, void *dst, const void *src, size_t bytes)
 void mtplx_cuda_forget_params(mtplx_backend *be) {
     cuda_backend *c = (cuda_backend *)be;
     CK(cudaStreamSynchronize(c->stream), "synchronize");
+    drop_graphs(c);
     for (size_t i = 0; i < c->cap; i++)
         if (c->map[i].host) CK(cudaFree(c->map[i].dev), "cudaFree (weights)");
     free(c->map);
@@ -223,7 +449,17 @@ void mtplx_cuda_synchronize(mtplx_backend *be) {
 static void cu_free(mtplx_backend *be) {
     if (!be) return;
     cuda_backend *c = (cuda_backend *)be;
+    mtplx_log(MTPLX_LOG_INFO,
+              "cuda: %.1f MB of weights; CUDA graphs %s: %lld captured, %lld forwards replayed, "
+              "%lld plain, %lld failed captures",
+              (double)c->param_bytes / 1e6, c->graphs ? "on" : "off", (long long)c->gstats.captured,
+              (long long)c->gstats.replayed, (long long)c->gstats.plain, (long long)c->gstats.failed);
     mtplx_cuda_forget_params(be);
+    cudaFree(c->dstep);
+    cudaFree(c->picks);
+    cudaFree(c->ids_dev);
+    free(c->gs);
+    cudaStreamDestroy(c->side);
     cudaStreamDestroy(c->stream);
     free(c);
 }
@@ -248,6 +484,20 @@ mtplx_status mtplx_cuda_device_name(int device, char *buf, size_t cap, size_t *m
     return MTPLX_OK;
 }
 
+mtplx_status mtplx_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes) {
+    int cur = 0;
+    cudaError_t e = cudaGetDevice(&cur);
+    if (e == cudaSuccess && cur != device) e = cudaSetDevice(device);
+    if (e == cudaSuccess) e = cudaMemGetInfo(free_bytes, total_bytes);
+    if (cur != device) (void)cudaSetDevice(cur);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return mtplx_fail(MTPLX_ERR_UNSUPPORTED, "cuda: device %d: cannot read its memory: %s", device,
+                          cudaGetErrorString(e));
+    }
+    return MTPLX_OK;
+}
+
 mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, int64_t n_ctx,
                                     mtplx_backend **out) {
     (void)max_k, (void)max_n, (void)n_ctx; /* the kernels need no scratch */
@@ -268,11 +518,30 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     if (!c) return mtplx_fail(MTPLX_ERR_NOMEM, "cuda backend: out of memory");
     c->device = device;
     e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) {
+        e = cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking);
+        if (e != cudaSuccess) cudaStreamDestroy(c->stream);
+    }
     if (e != cudaSuccess) {
         free(c);
         return mtplx_fail(MTPLX_ERR_UNSUPPORTED, "cuda: cannot create a stream: %s",
                           cudaGetErrorString(e));
     }
+    c->gs = calloc(MAX_GRAPHS, sizeof *c->gs);
+    e = cudaMalloc((void **)&c->dstep, sizeof *c->dstep);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->picks, PICK_ROWS * sizeof *c->picks);
+    if (e != cudaSuccess || !c->gs) {
+        (void)cudaGetLastError();
+        cudaFree(c->dstep);
+        cudaFree(c->picks);
+        free(c->gs);
+        cudaStreamDestroy(c->side);
+        cudaStreamDestroy(c->stream);
+        free(c);
+        return mtplx_fail(MTPLX_ERR_NOMEM, "cuda: out of memory creating the backend");
+    }
+    const char *ge = getenv("MTPLX_CUDA_GRAPHS");
+    c->graphs = !(ge && strcmp(ge, "0") == 0);
     c->base = (mtplx_backend){
         .name = "cuda",
         .n_threads = 1,
@@ -290,7 +559,15 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
         .upload = cu_upload,
         .download = cu_download,
         .copy = cu_copy,
+        .get_rows = cu_get_rows,
+        .graph_begin = cu_graph_begin,
+        .graph_end = cu_graph_end,
+        .argmax_rows = cu_argmax_rows,
     };
+    /* MTPLX_CUDA_ARGMAX=0: greedy decoding copies whole logits rows back and
+     * picks on the host, as before */
+    const char *am = getenv("MTPLX_CUDA_ARGMAX");
+    if (am && strcmp(am, "0") == 0) c->base.argmax_rows = NULL;
     *out = &c->base;
     return MTPLX_OK;
 }

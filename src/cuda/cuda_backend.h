@@ -27,5 +27,18 @@ void mtplx_cuda_forget_params(mtplx_backend *be);
 size_t mtplx_cuda_param_bytes(const mtplx_backend *be);
 /* Wait for every op issued so far (timing). */
 void mtplx_cuda_synchronize(mtplx_backend *be);
+/* CUDA graphs for the decode / verify forwards (backend_cuda.c): on by
+ * default unless MTPLX_CUDA_GRAPHS=0 was set when the backend was made.
+ * Turning them off drops every capture. */
+void mtplx_cuda_set_graphs(mtplx_backend *be, bool on);
+typedef struct mtplx_cuda_graph_stats {
+    int64_t captured; /* forwards captured (each then ran as its graph) */
+    int64_t replayed; /* forwards run as a graph, captures included */
+    int64_t plain;    /* eligible forwards run op by op (first sight of a key, failed keys) */
+    int64_t failed;   /* captures that failed (their keys stay plain) */
+} mtplx_cuda_graph_stats;
+mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be);
+/* Free and total bytes of GPU `device` (cudaMemGetInfo). */
+mtplx_status mtplx_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes);
 
 #endif

@@ -17,28 +17,57 @@
 extern "C" {
 #endif
 
+/* Rows a captured step can have (the verify step is k + 1 <= 9 rows). */
+#define MTPLX_CUDA_STEP_ROWS 16
+
+/* The step block: what a forward captured as a CUDA graph reads at replay
+ * (backend_cuda.c). Kernels given a `dyn` pointer to it add pos0 to their
+ * position argument; the gather reads its row ids from tok. NULL: the
+ * by-value arguments alone. */
+typedef struct mtplx_cuda_step {
+    int64_t pos0;
+    int32_t tok[MTPLX_CUDA_STEP_ROWS];
+} mtplx_cuda_step;
+
+/* Greedy pick of each of n logits rows [n][V]: the first index of the
+ * largest value (as the CPU sampler at temperature 0) and its log-softmax. */
+typedef struct mtplx_cuda_pick {
+    int32_t id;
+    float logprob;
+} mtplx_cuda_pick;
+cudaError_t mtplx_cuda_argmax_rows(cudaStream_t s, const float *logits, int64_t n, int64_t V,
+                                   mtplx_cuda_pick *out);
+
+/* *dst = *v, as a kernel on s (so it is ordered with the launches around it
+ * and v is copied at launch: the host may reuse it at once). */
+cudaError_t mtplx_cuda_set_step(cudaStream_t s, mtplx_cuda_step *dst, const mtplx_cuda_step *v);
+
 /* y[n][m] = x[n][k] . W^T (+ bias[m]); W: m rows of k elements of `type`,
  * row stride row_bytes. Each weight is read once per 16 rows of x, so the
  * verify step (n <= 16) costs about one decode step. */
 cudaError_t mtplx_cuda_matmul(cudaStream_t s, int type, const void *W, size_t row_bytes, int64_t m,
                               int64_t k, const float *x, int64_t n, float *y, const float *bias);
-/* Row `id` of W (as above) dequantised to f32 [k]. */
-cudaError_t mtplx_cuda_get_row(cudaStream_t s, int type, const void *W, size_t row_bytes, int64_t k,
-                               int64_t id, float *out);
+/* out[i] = row ids[i] of W (as above) dequantised to f32 [k], i < n; with
+ * ids NULL (device pointer, else) the one row id0 (n must be 1). */
+cudaError_t mtplx_cuda_get_rows(cudaStream_t s, int type, const void *W, size_t row_bytes, int64_t k,
+                                const int32_t *ids, int64_t id0, int64_t n, float *out);
 cudaError_t mtplx_cuda_rmsnorm(cudaStream_t s, const float *x, const float *w, float *out, int64_t n,
                                int64_t d, float eps);
 cudaError_t mtplx_cuda_rope(cudaStream_t s, float *x, int64_t n, int n_head, int head_dim,
-                            int64_t pos0, const float *inv_freq, bool neox);
+                            int64_t pos0, const float *inv_freq, bool neox,
+                            const mtplx_cuda_step *dyn);
 cudaError_t mtplx_cuda_silu_mul(cudaStream_t s, const float *gate, const float *up, float *out,
                                 int64_t n);
 cudaError_t mtplx_cuda_add(cudaStream_t s, float *y, const float *x, int64_t n);
-/* n*d floats to F16 (round to nearest even) or F32 at dst. */
-cudaError_t mtplx_cuda_store_rows(cudaStream_t s, int kv_type, const float *src, void *dst,
-                                  int64_t n, int64_t d);
+/* n rows of d floats to F16 (round to nearest even) or F32 at row
+ * row0 (+ dyn->pos0) of the KV buffer kv. */
+cudaError_t mtplx_cuda_store_rows(cudaStream_t s, int kv_type, const float *src, void *kv,
+                                  int64_t row0, int64_t n, int64_t d, const mtplx_cuda_step *dyn);
 /* Causal GQA attention, kernels.h's mtplx_attention contract; head_dim <= 256. */
 cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, int n_head,
                                  int n_head_kv, int head_dim, const void *k, const void *v,
-                                 int kv_type, int64_t pos0, float scale, float *out);
+                                 int kv_type, int64_t pos0, float scale, float *out,
+                                 const mtplx_cuda_step *dyn);
 
 #ifdef __cplusplus
 }

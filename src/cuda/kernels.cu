@@ -7,7 +7,14 @@
  * 16 rows, so it re-reads the weights n/16 times; a tensor-core GEMM for
  * prefill is left for later. Attention is one block per (token, head) with an
  * online softmax per warp (flash-decoding's split over the context is left for
- * later). All math is f32; no fast-math, so RoPE's angles stay accurate. */
+ * later). All math is f32; no fast-math, so RoPE's angles stay accurate.
+ *
+ * Kernels whose work depends on the position (RoPE, the KV store, attention)
+ * and the embedding gather take an optional `dyn` pointer to a step block in
+ * device memory (cuda_kernels.h): a forward captured as a CUDA graph reads
+ * the step's position and token ids there, so one capture replays for every
+ * step. With dyn NULL they use the by-value arguments alone; both ways do the
+ * same integer arithmetic, so the float results are bit-identical. */
 
 /* core.h is C11; this file is C++. */
 #define _Noreturn [[noreturn]]
@@ -247,22 +254,36 @@ cudaError_t launch_mm(cudaStream_t s, const void *W, size_t rb, int64_t m, int64
     return cudaGetLastError();
 }
 
-/* ---- get_row ---- */
+/* ---- get_rows: out row i = W row ids[i] (ids in device memory) or, with
+ * ids NULL, W row id0 (one row). blockIdx.y = i. ---- */
+__device__ __forceinline__ int64_t row_id(const int32_t *ids, int64_t id0) {
+    return ids ? (int64_t)ids[blockIdx.y] : id0;
+}
+
 template <int T>
-__global__ void get_row_kernel(const uint8_t *__restrict__ row, int64_t k, float *__restrict__ out) {
+__global__ void get_row_kernel(const uint8_t *__restrict__ W, size_t rb, int64_t k,
+                               const int32_t *__restrict__ ids, int64_t id0, float *__restrict__ out) {
     int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (g >= k / 8) return;
+    const uint8_t *row = W + (size_t)row_id(ids, id0) * rb;
+    float *o = out + (size_t)blockIdx.y * k;
     float w[8];
     deq8<T>(row, g, w);
 #pragma unroll
-    for (int j = 0; j < 8; j++) out[g * 8 + j] = w[j];
+    for (int j = 0; j < 8; j++) o[g * 8 + j] = w[j];
 }
 
-__global__ void get_row_float_any(int type, const uint8_t *__restrict__ row, int64_t k,
+__global__ void get_row_float_any(int type, const uint8_t *__restrict__ W, size_t rb, int64_t k,
+                                  const int32_t *__restrict__ ids, int64_t id0,
                                   float *__restrict__ out) {
     int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j < k) out[j] = load_float(type, row, j);
+    if (j < k) out[(size_t)blockIdx.y * k + j] = load_float(type, W + (size_t)row_id(ids, id0) * rb, j);
 }
+
+/* The step block's position (0 without one). */
+__device__ __forceinline__ int64_t dyn_pos(const mtplx_cuda_step *dyn) { return dyn ? dyn->pos0 : 0; }
+
+__global__ void set_step_kernel(mtplx_cuda_step *dst, mtplx_cuda_step v) { *dst = v; }
 
 /* ---- small ops ---- */
 __global__ void rmsnorm_kernel(const float *x, const float *__restrict__ w, float *out, int64_t d,
@@ -287,8 +308,10 @@ __global__ void rmsnorm_kernel(const float *x, const float *__restrict__ w, floa
 }
 
 __global__ void rope_kernel(float *x, int64_t n, int n_head, int head_dim, int64_t pos0,
-                            const float *__restrict__ inv_freq, bool neox) {
+                            const float *__restrict__ inv_freq, bool neox,
+                            const mtplx_cuda_step *__restrict__ dyn) {
     int half = head_dim / 2;
+    pos0 += dyn_pos(dyn);
     int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= n * n_head * half) return;
     int i = (int)(idx % half);
@@ -315,9 +338,15 @@ __global__ void add_kernel(float *y, const float *x, int64_t n) {
     if (i < n) y[i] += x[i];
 }
 
-__global__ void f32_to_f16_kernel(const float *x, __half *y, int64_t n) {
+/* n floats into the KV buffer at row (row0 + step position) of d elements. */
+template <bool F16>
+__global__ void store_kernel(const float *x, void *kv, int64_t row0, int64_t d, int64_t n,
+                             const mtplx_cuda_step *__restrict__ dyn) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = __float2half_rn(x[i]);
+    if (i >= n) return;
+    size_t at = (size_t)(row0 + dyn_pos(dyn)) * (size_t)d + (size_t)i;
+    if (F16) ((__half *)kv)[at] = __float2half_rn(x[i]);
+    else ((float *)kv)[at] = x[i];
 }
 
 /* ---- attention ---- */
@@ -337,7 +366,8 @@ template <bool F16>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_kernel(const float *__restrict__ q, int n_head, int n_head_kv, int hd,
                 const void *__restrict__ K, const void *__restrict__ V, int64_t pos0, float scale,
-                float *__restrict__ out) {
+                float *__restrict__ out, const mtplx_cuda_step *__restrict__ dyn) {
+    pos0 += dyn_pos(dyn);
     int h = blockIdx.x;
     int64_t t = blockIdx.y;
     int kvh = h / (n_head / n_head_kv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -397,6 +427,58 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     }
 }
 
+/* ---- greedy pick: one block per logits row ---- */
+constexpr int AM_THREADS = 1024;
+
+/* Row blockIdx.x of logits [n][V]: the first index of the largest value (the
+ * CPU sampler's rule: strict >, so ties go to the lower id; NaN never wins)
+ * and its log-softmax, log(1 / sum exp(l - max)), summed in double like
+ * mtplx_logprob. */
+__global__ void __launch_bounds__(AM_THREADS)
+    argmax_kernel(const float *__restrict__ logits, int64_t V, mtplx_cuda_pick *__restrict__ out) {
+    const float *l = logits + (size_t)blockIdx.x * V;
+    __shared__ float s_v[AM_THREADS / 32];
+    __shared__ int64_t s_i[AM_THREADS / 32];
+    __shared__ double s_sum[AM_THREADS / 32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    float bv = -INFINITY;
+    int64_t bi = -1;
+    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+        float v = l[i]; /* i grows: strict > keeps the lowest index of a tie */
+        if (v > bv || (bi < 0 && v == v)) bv = v, bi = i;
+    }
+    /* reduce (value desc, index asc); bi < 0 = nothing (all NaN) */
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xFFFFFFFFu, bv, o);
+        int64_t oi = __shfl_xor_sync(0xFFFFFFFFu, bi, o);
+        if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) bv = ov, bi = oi;
+    }
+    if (lane == 0) s_v[warp] = bv, s_i[warp] = bi;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < nw; w++)
+            if (s_i[w] >= 0 && (bi < 0 || s_v[w] > bv || (s_v[w] == bv && s_i[w] < bi)))
+                bv = s_v[w], bi = s_i[w];
+        s_v[0] = bv, s_i[0] = bi < 0 ? 0 : bi;
+    }
+    __syncthreads();
+    float mx = s_v[0];
+    double sum = 0;
+    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) sum += exp((double)l[i] - (double)mx);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, o);
+    if (lane == 0) s_sum[warp] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double t = 0;
+        for (int w = 0; w < nw; w++) t += s_sum[w];
+        int64_t id = s_i[0];
+        out[blockIdx.x].id = (int32_t)id;
+        out[blockIdx.x].logprob = t > 0 ? (float)((double)l[id] - (double)mx - log(t)) : -INFINITY;
+    }
+}
+
 unsigned blocks_for(int64_t n, int per) { return (unsigned)((n + per - 1) / per); }
 
 } // namespace
@@ -443,25 +525,44 @@ cudaError_t mtplx_cuda_matmul(cudaStream_t s, int type, const void *W, size_t rb
     }
 }
 
-cudaError_t mtplx_cuda_get_row(cudaStream_t s, int type, const void *W, size_t rb, int64_t k,
-                               int64_t id, float *out) {
-    const uint8_t *row = (const uint8_t *)W + (size_t)id * rb;
+cudaError_t mtplx_cuda_get_rows(cudaStream_t s, int type, const void *W, size_t rb, int64_t k,
+                                const int32_t *ids, int64_t id0, int64_t n, float *out) {
+    const uint8_t *w = (const uint8_t *)W;
+    if (n <= 0) return cudaSuccess;
+    for (; n > 65535; n -= 65535, ids += 65535, out += (size_t)65535 * k) { /* gridDim.y limit */
+        cudaError_t e = mtplx_cuda_get_rows(s, type, W, rb, k, ids, id0, 65535, out);
+        if (e != cudaSuccess) return e;
+    }
     bool is_float = type == MTPLX_TYPE_F32 || type == MTPLX_TYPE_F16 || type == MTPLX_TYPE_BF16;
-    if (is_float && (k % 8 != 0 || ((uintptr_t)row & 15) != 0)) {
-        get_row_float_any<<<blocks_for(k, 256), 256, 0, s>>>(type, row, k, out);
+    /* rows 16-byte aligned: W is (cudaMalloc) and so is every row when rb is */
+    if (is_float && (k % 8 != 0 || ((uintptr_t)w & 15) != 0 || rb % 16 != 0)) {
+        get_row_float_any<<<dim3(blocks_for(k, 256), (unsigned)n), 256, 0, s>>>(type, w, rb, k, ids,
+                                                                                 id0, out);
         return cudaGetLastError();
     }
-    unsigned nb = blocks_for(k / 8, 128);
+    dim3 g(blocks_for(k / 8, 128), (unsigned)n);
     switch (type) {
-    case MTPLX_TYPE_F32: get_row_kernel<MTPLX_TYPE_F32><<<nb, 128, 0, s>>>(row, k, out); break;
-    case MTPLX_TYPE_F16: get_row_kernel<MTPLX_TYPE_F16><<<nb, 128, 0, s>>>(row, k, out); break;
-    case MTPLX_TYPE_BF16: get_row_kernel<MTPLX_TYPE_BF16><<<nb, 128, 0, s>>>(row, k, out); break;
-    case MTPLX_TYPE_Q8_0: get_row_kernel<MTPLX_TYPE_Q8_0><<<nb, 128, 0, s>>>(row, k, out); break;
-    case MTPLX_TYPE_Q4_0: get_row_kernel<MTPLX_TYPE_Q4_0><<<nb, 128, 0, s>>>(row, k, out); break;
-    case MTPLX_TYPE_Q4_K: get_row_kernel<MTPLX_TYPE_Q4_K><<<nb, 128, 0, s>>>(row, k, out); break;
-    case MTPLX_TYPE_Q6_K: get_row_kernel<MTPLX_TYPE_Q6_K><<<nb, 128, 0, s>>>(row, k, out); break;
+    case MTPLX_TYPE_F32: get_row_kernel<MTPLX_TYPE_F32><<<g, 128, 0, s>>>(w, rb, k, ids, id0, out); break;
+    case MTPLX_TYPE_F16: get_row_kernel<MTPLX_TYPE_F16><<<g, 128, 0, s>>>(w, rb, k, ids, id0, out); break;
+    case MTPLX_TYPE_BF16: get_row_kernel<MTPLX_TYPE_BF16><<<g, 128, 0, s>>>(w, rb, k, ids, id0, out); break;
+    case MTPLX_TYPE_Q8_0: get_row_kernel<MTPLX_TYPE_Q8_0><<<g, 128, 0, s>>>(w, rb, k, ids, id0, out); break;
+    case MTPLX_TYPE_Q4_0: get_row_kernel<MTPLX_TYPE_Q4_0><<<g, 128, 0, s>>>(w, rb, k, ids, id0, out); break;
+    case MTPLX_TYPE_Q4_K: get_row_kernel<MTPLX_TYPE_Q4_K><<<g, 128, 0, s>>>(w, rb, k, ids, id0, out); break;
+    case MTPLX_TYPE_Q6_K: get_row_kernel<MTPLX_TYPE_Q6_K><<<g, 128, 0, s>>>(w, rb, k, ids, id0, out); break;
     default: return cudaErrorInvalidValue;
     }
+    return cudaGetLastError();
+}
+
+cudaError_t mtplx_cuda_argmax_rows(cudaStream_t s, const float *logits, int64_t n, int64_t V,
+                                   mtplx_cuda_pick *out) {
+    if (n <= 0) return cudaSuccess;
+    argmax_kernel<<<(unsigned)n, AM_THREADS, 0, s>>>(logits, V, out);
+    return cudaGetLastError();
+}
+
+cudaError_t mtplx_cuda_set_step(cudaStream_t s, mtplx_cuda_step *dst, const mtplx_cuda_step *v) {
+    set_step_kernel<<<1, 1, 0, s>>>(dst, *v);
     return cudaGetLastError();
 }
 
@@ -473,10 +574,12 @@ cudaError_t mtplx_cuda_rmsnorm(cudaStream_t s, const float *x, const float *w, f
 }
 
 cudaError_t mtplx_cuda_rope(cudaStream_t s, float *x, int64_t n, int n_head, int head_dim,
-                            int64_t pos0, const float *inv_freq, bool neox) {
+                            int64_t pos0, const float *inv_freq, bool neox,
+                            const mtplx_cuda_step *dyn) {
     int64_t total = n * n_head * (head_dim / 2);
     if (total == 0) return cudaSuccess;
-    rope_kernel<<<blocks_for(total, 256), 256, 0, s>>>(x, n, n_head, head_dim, pos0, inv_freq, neox);
+    rope_kernel<<<blocks_for(total, 256), 256, 0, s>>>(x, n, n_head, head_dim, pos0, inv_freq, neox,
+                                                       dyn);
     return cudaGetLastError();
 }
 
@@ -493,26 +596,31 @@ cudaError_t mtplx_cuda_add(cudaStream_t s, float *y, const float *x, int64_t n) 
     return cudaGetLastError();
 }
 
-cudaError_t mtplx_cuda_store_rows(cudaStream_t s, int kv_type, const float *src, void *dst,
-                                  int64_t n, int64_t d) {
-    if (kv_type == MTPLX_TYPE_F32)
-        return cudaMemcpyAsync(dst, src, (size_t)(n * d) * sizeof(float), cudaMemcpyDeviceToDevice, s);
+cudaError_t mtplx_cuda_store_rows(cudaStream_t s, int kv_type, const float *src, void *kv,
+                                  int64_t row0, int64_t n, int64_t d, const mtplx_cuda_step *dyn) {
     if (n * d == 0) return cudaSuccess;
-    f32_to_f16_kernel<<<blocks_for(n * d, 256), 256, 0, s>>>(src, (__half *)dst, n * d);
+    if (kv_type == MTPLX_TYPE_F32 && !dyn)
+        return cudaMemcpyAsync((float *)kv + (size_t)row0 * (size_t)d, src,
+                               (size_t)(n * d) * sizeof(float), cudaMemcpyDeviceToDevice, s);
+    if (kv_type == MTPLX_TYPE_F32)
+        store_kernel<false><<<blocks_for(n * d, 256), 256, 0, s>>>(src, kv, row0, d, n * d, dyn);
+    else
+        store_kernel<true><<<blocks_for(n * d, 256), 256, 0, s>>>(src, kv, row0, d, n * d, dyn);
     return cudaGetLastError();
 }
 
 cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, int n_head,
                                  int n_head_kv, int head_dim, const void *k, const void *v,
-                                 int kv_type, int64_t pos0, float scale, float *out) {
+                                 int kv_type, int64_t pos0, float scale, float *out,
+                                 const mtplx_cuda_step *dyn) {
     if (head_dim > 32 * ATT_MAXE || n_head % n_head_kv != 0) return cudaErrorInvalidValue;
     dim3 grid((unsigned)n_head, (unsigned)n_tok);
     if (kv_type == MTPLX_TYPE_F16)
         attn_kernel<true><<<grid, ATT_WARPS * 32, 0, s>>>(q, n_head, n_head_kv, head_dim, k, v, pos0,
-                                                         scale, out);
+                                                         scale, out, dyn);
     else
         attn_kernel<false><<<grid, ATT_WARPS * 32, 0, s>>>(q, n_head, n_head_kv, head_dim, k, v,
-                                                          pos0, scale, out);
+                                                          pos0, scale, out, dyn);
     return cudaGetLastError();
 }
 

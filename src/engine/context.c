@@ -2,6 +2,7 @@
  * and hidden-state history, and the public forward / truncate API.
  * Everything is allocated at creation (head streams on first use of a
  * depth), so the decode loop never allocates. */
+#include "cuda/cuda_backend.h"
 #include "engine/engine.h"
 #include "kernels/kernels.h"
 
@@ -54,6 +55,42 @@ uint64_t mtplx_kv_bytes_per_token(mtplx_kv_type t, int64_t n_kv_dim, int32_t n_l
     return 2 * (uint64_t)row * (uint64_t)n_layers;
 }
 
+/* Does a context fit on GPU 0? Counted before anything is uploaded: the
+ * weights (when this context brings its own backend; the container's tensor
+ * bytes), the trunk KV cache, the MTP streams' caches at the deepest draft,
+ * activations and logits, plus headroom for the CUDA runtime. Compared with
+ * cudaMemGetInfo's free bytes, or MTPLX_CUDA_MEM_LIMIT (bytes) when that is
+ * smaller (to leave room for other programs, and for tests). */
+static mtplx_status check_gpu_fit(const mtplx_model *m, const mtplx_ctx_params *p, bool weights) {
+    const mtplx_hparams *hp = &m->hp;
+    double w = 0;
+    if (weights)
+        for (int64_t i = 0; i < m->g->n_tensors; i++) w += (double)m->g->tensors[i].nbytes;
+    double row = (double)hp->n_head_kv * hp->head_dim * (p->kv_f32 || p->kv_type == MTPLX_KV_F32 ? 4 : 2);
+    int streams = m->n_mtp > 0 ? MTPLX_MAX_DRAFT : 0;
+    double kv = 2.0 * (hp->n_layer + streams) * (double)p->n_ctx * row;
+    double per_row = (double)hp->n_embd * 5 + 3.0 * hp->n_head * hp->head_dim +
+                     2.0 * hp->n_head_kv * hp->head_dim + 2.0 * hp->n_ff;
+    double nl = p->n_batch < MTPLX_LOGITS_ROWS ? p->n_batch : MTPLX_LOGITS_ROWS;
+    double acts = (m->n_mtp > 0 ? 2 : 1) * 4.0 * ((double)p->n_batch * per_row + nl * hp->n_vocab);
+    double headroom = 256.0 * 1024 * 1024, need = w + kv + acts + headroom;
+    size_t free_b = 0, total_b = 0;
+    MTPLX_TRY(mtplx_cuda_mem_info(0, &free_b, &total_b));
+    double avail = (double)free_b;
+    const char *lim = getenv("MTPLX_CUDA_MEM_LIMIT");
+    if (lim && *lim && strtod(lim, NULL) < avail) avail = strtod(lim, NULL);
+    if (need <= avail) return MTPLX_OK;
+    char name[160] = "GPU 0";
+    if (mtplx_cuda_device_name(0, name, sizeof name, NULL) != MTPLX_OK) snprintf(name, sizeof name, "GPU 0");
+    return mtplx_fail(MTPLX_ERR_NOMEM,
+                      "cuda: %s does not fit on %s: it needs %.2f GB (weights %.2f GB + KV cache "
+                      "%.2f GB for %d positions + activations %.2f GB + %.2f GB headroom) and %.2f GB "
+                      "of %.2f GB are free%s; try a smaller --ctx, a smaller quant type, or --device cpu",
+                      m->path ? m->path : m->name, name, need / 1e9, w / 1e9, kv / 1e9, p->n_ctx,
+                      acts / 1e9, headroom / 1e9, avail / 1e9, (double)total_b / 1e9,
+                      avail < (double)free_b ? " (MTPLX_CUDA_MEM_LIMIT)" : "");
+}
+
 mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, mtplx_ctx **out) {
     *out = NULL;
     if (!model || (!model->layers && !model->bert))
@@ -104,6 +141,7 @@ mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, m
         st = cuda ? mtplx_backend_cuda_new(0, max_k, p.n_batch, p.n_ctx, &c->be)
                   : mtplx_backend_cpu_new(p.n_threads, max_k, p.n_batch, p.n_ctx, &c->be);
     }
+    if (st == MTPLX_OK && cuda) st = check_gpu_fit(model, &p, !p.share_backend_of);
     if (st == MTPLX_OK) st = mtplx_kv_init(&c->kv, c->be, hp, hp->n_layer, p.n_ctx, kv_type);
     if (st == MTPLX_OK) st = mtplx_acts_init(&c->acts, c->be, hp, p.n_batch);
     c->tokens = calloc((size_t)p.n_ctx, sizeof(int32_t));
@@ -258,25 +296,39 @@ mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn 
             if (!last) rows = (int32_t)c->mtp_acts.n_max;
             if (!last && a + rows > ce) rows = ce - a; /* keep speculative rows for the last call */
             for (int32_t r = 0; r < rows; r++) {
-                int32_t j = a + r, t = j + d;
+                int32_t t = a + r + d;
                 c->stage_tok[r] = t <= N ? c->tokens[t] : drafts[t - N - 1];
-                const float *g = j < spec_lo[d - 1] ? c->hist[d - 1] + (int64_t)j * e
-                                                    : c->spec[d - 1] + (int64_t)(j - spec_lo[d - 1]) * e;
-                mtplx_be_upload(c->be, c->stage + (int64_t)r * e, g, (size_t)e * sizeof(float));
             }
+            /* input rows j = a.. come from stream d-1's history below
+             * spec_lo[d-1], from its speculative rows above: two copies */
+            size_t rb = (size_t)e * sizeof(float);
+            int32_t r1 = spec_lo[d - 1] - a < 0 ? 0 : spec_lo[d - 1] - a;
+            if (r1 > rows) r1 = rows;
+            if (r1 > 0) mtplx_be_upload(c->be, c->stage, c->hist[d - 1] + (int64_t)a * e, (size_t)r1 * rb);
+            if (r1 < rows)
+                mtplx_be_upload(c->be, c->stage + (int64_t)r1 * e,
+                                c->spec[d - 1] + (int64_t)(a + r1 - spec_lo[d - 1]) * e,
+                                (size_t)(rows - r1) * rb);
             mtplx_mtp_forward_vocab(m, 0, c->be, &c->mtp_kv[d - 1], &c->mtp_acts, c->stage_tok,
                                     c->stage, rows, a, c->draft_n_out);
-            for (int32_t r = 0; r < rows; r++) {
-                int32_t j = a + r;
-                float *dst = j < ce ? c->hist[d] + (int64_t)j * e : c->spec[d] + (int64_t)(j - ce) * e;
-                mtplx_be_download(c->be, dst, c->mtp_acts.hidden + (int64_t)r * e, (size_t)e * sizeof(float));
-            }
+            /* output rows below ce are history, the rest speculative */
+            int32_t r2 = ce - a < 0 ? 0 : ce - a;
+            if (r2 > rows) r2 = rows;
+            if (r2 > 0) mtplx_be_download(c->be, c->hist[d] + (int64_t)a * e, c->mtp_acts.hidden, (size_t)r2 * rb);
+            if (r2 < rows)
+                mtplx_be_download(c->be, c->spec[d] + (int64_t)(a + r2 - ce) * e,
+                                  c->mtp_acts.hidden + (int64_t)r2 * e, (size_t)(rows - r2) * rb);
             a += rows;
             if (a <= ce) c->valid[d] = a;
         }
         c->valid[d] = ce;
-        float *ql = c->mtp_acts.logits;
         int32_t n_out = c->draft_n_out > 0 && c->draft_n_out < m->hp.n_vocab ? c->draft_n_out : m->hp.n_vocab;
+        if (!fn) {
+            float lp;
+            c->be->argmax_rows(c->be, c->mtp_acts.logits, 1, n_out, &drafts[d - 1], &lp);
+            continue;
+        }
+        float *ql = c->mtp_acts.logits;
         if (c->mtp_logits_host) {
             ql = c->mtp_logits_host;
             mtplx_be_download(c->be, ql, c->mtp_acts.logits, (size_t)n_out * sizeof(float));
@@ -322,8 +374,24 @@ void mtplx_ctx_commit_rows(mtplx_ctx *c, const mtplx_acts *a, int64_t row0, cons
     c->valid[0] = c->n_past;
     c->last_n = n;
     c->last_all = all_logits;
-    if (c->logits_host)
-        mtplx_be_download(c->be, c->logits_host, c->acts.logits, (size_t)(rows * V) * sizeof(float));
+    c->logits_pending = c->logits_host ? (int32_t)rows : 0; /* copied when read */
+}
+
+float *mtplx_ctx_logits(const mtplx_ctx *cc) {
+    if (!cc->logits_host) return cc->acts.logits;
+    if (cc->logits_pending > 0) {
+        /* a lazily filled cache of device data: logically const */
+        mtplx_ctx *c = (mtplx_ctx *)cc;
+        mtplx_be_download(c->be, c->logits_host, c->acts.logits,
+                          (size_t)c->logits_pending * (size_t)c->model->hp.n_vocab * sizeof(float));
+        c->logits_pending = 0;
+    }
+    return cc->logits_host;
+}
+
+void mtplx_ctx_pick(mtplx_ctx *c, int32_t n, int32_t *ids, float *logprob) {
+    MTPLX_ASSERT(c->be->argmax_rows != NULL && n <= c->acts.n_logits);
+    c->be->argmax_rows(c->be, c->acts.logits, n, c->model->hp.n_vocab, ids, logprob);
 }
 
 mtplx_status mtplx_forward(mtplx_ctx *c, const int32_t *tokens, int32_t n, bool all_logits) {

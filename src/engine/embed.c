@@ -153,6 +153,19 @@ static mtplx_status embed_encoder(mtplx_ctx *c, int32_t **ids, const size_t *len
     return st;
 }
 
+/* The final norm of one row h of the context's activations into host memory
+ * out [n_embd] (on a GPU: normed into acts.xb, then copied). */
+static void norm_row(const mtplx_ctx *c, const float *h, float *out) {
+    const mtplx_model *m = c->model;
+    int64_t e = m->hp.n_embd;
+    if (!c->be->download) {
+        c->be->rmsnorm(c->be, h, m->output_norm, out, 1, e, m->hp.norm_eps);
+        return;
+    }
+    c->be->rmsnorm(c->be, h, m->output_norm, c->acts.xb, 1, e, m->hp.norm_eps);
+    mtplx_be_download(c->be, out, c->acts.xb, (size_t)e * sizeof(float));
+}
+
 /* Add k rows of h (pre-final-norm hidden states, one chunk of a text) to the
  * pooled vector out: mean pooling sums the final-normed rows (the caller
  * divides), CLS takes the text's first row, last-token its last. */
@@ -163,12 +176,12 @@ static void pool_chunk(const mtplx_ctx *c, const float *h, int32_t k, bool first
     int mode = m->emb->pooling;
     if (mode == MTPLX_POOL_MEAN) {
         for (int32_t r = 0; r < k; r++) {
-            c->be->rmsnorm(c->be, h + (int64_t)r * e, m->output_norm, tmp, 1, e, m->hp.norm_eps);
+            norm_row(c, h + (int64_t)r * e, tmp);
             for (int64_t j = 0; j < e; j++) out[j] += tmp[j];
         }
     } else if ((mode == MTPLX_POOL_CLS && first) || (mode == MTPLX_POOL_LAST && last)) {
         int64_t r = mode == MTPLX_POOL_CLS ? 0 : k - 1;
-        c->be->rmsnorm(c->be, h + r * e, m->output_norm, out, 1, e, m->hp.norm_eps);
+        norm_row(c, h + r * e, out);
     }
 }
 
@@ -392,7 +405,7 @@ static mtplx_status rerank_decoder(mtplx_ctx *c, const char *query, const char *
         if (st == MTPLX_OK) st = mtplx_ctx_truncate(c, 0);
         if (st == MTPLX_OK) st = mtplx_ctx_decode(c, seq, (int32_t)ns, false);
         if (st == MTPLX_OK) {
-            const float *lg = c->acts.logits; /* last position */
+            const float *lg = mtplx_ctx_logits(c); /* last position */
             float d = lg[m->emb->tok_no] - lg[m->emb->tok_yes];
             scores[i] = 1.0f / (1.0f + expf(d)); /* softmax(no, yes)[yes] */
             total += (int64_t)ns;

@@ -39,17 +39,22 @@ struct mtplx_ctx {
     float *p[MTPLX_MAX_DRAFT + 1], *q[MTPLX_MAX_DRAFT + 1];
     float *work;        /* [n_vocab] */
     int32_t *work_idx;  /* [n_vocab] */
-    /* Host copies of the logits, made after each forward when the backend's
-     * buffers are device memory (be->download set); NULL on the CPU, where
-     * the sampler reads acts.logits directly. Read through mtplx_ctx_logits. */
+    /* Host copies of the logits when the backend's buffers are device
+     * memory (be->download set); NULL on the CPU, where the sampler reads
+     * acts.logits directly. Copied on first read through mtplx_ctx_logits
+     * (logits_pending rows wait on the device until then), so a greedy step
+     * that picks its tokens on the device never copies them. */
     float *logits_host;     /* [acts.n_logits][n_vocab] */
     float *mtp_logits_host; /* [n_vocab] */
+    int32_t logits_pending;
 };
 
-/* The last trunk forward's logits rows, in host memory. */
-static inline float *mtplx_ctx_logits(const mtplx_ctx *c) {
-    return c->logits_host ? c->logits_host : c->acts.logits;
-}
+/* The last trunk forward's logits rows, in host memory (copied from the
+ * device on first use after a forward). */
+float *mtplx_ctx_logits(const mtplx_ctx *c);
+/* Greedy pick of rows [0, n) of the last trunk forward's logits (device:
+ * the backend's argmax_rows, which must exist). */
+void mtplx_ctx_pick(mtplx_ctx *c, int32_t n, int32_t *ids, float *logprob);
 
 /* ---- RNG: stream (seed, position, purpose) -> uniform in [0, 1) ---- */
 enum { RNG_SAMPLE = 1, RNG_DRAFT = 2, RNG_ACCEPT = 3, RNG_RESIDUAL = 4 };
@@ -84,7 +89,9 @@ mtplx_status mtplx_ctx_streams(mtplx_ctx *ctx, int32_t depth);
 void mtplx_ctx_heads_keep(mtplx_ctx *ctx, int32_t common);
 /* Draft k tokens after the pending token x (at position n_past): stream d's
  * distribution q_d goes through dist(d, logits) which must sample the draft
- * (returned); drafts are written to out[0..k). */
+ * (returned); drafts are written to out[0..k). fn NULL: each draft is the
+ * greedy pick of the head's logits on the device (be->argmax_rows), and no
+ * logits are copied to the host. */
 typedef int32_t (*mtplx_draft_fn)(void *user, int32_t d, float *logits, const int32_t *drafts);
 mtplx_status mtplx_mtp_draft(mtplx_ctx *ctx, int32_t x, int32_t k, mtplx_draft_fn fn, void *user,
                              int32_t *out);
@@ -112,6 +119,9 @@ typedef struct mtplx_gen_state {
     int32_t *hist;     /* prompt + generated, for penalties */
     int32_t n_hist;
     uint64_t step_pos; /* position index for RNG streams */
+    /* temperature 0, no penalties, no mask, no logits wanted in events, and
+     * a backend that picks on the device: tokens are picked there */
+    bool pick_dev;
     mtplx_gen_stats *stats;
 } mtplx_gen_state;
 

@@ -130,6 +130,10 @@ mtplx_status mtplx_gen_start(mtplx_ctx *c, const int32_t *prompt, int32_t n_prom
     g->st.n_prompt = n_prompt;
     g->gs.gp = &g->gp;
     g->gs.stats = &g->st;
+    const mtplx_sampler_params *sp = &gp.sampling;
+    g->gs.pick_dev = gp.no_event_logits && c->be->argmax_rows && sp->temperature <= 0.0f &&
+                     !gp.mask && sp->repeat_penalty == 1.0f && sp->presence_penalty == 0.0f &&
+                     sp->frequency_penalty == 0.0f;
     size_t cap = (size_t)c->n_ctx + MTPLX_MAX_DRAFT + 2;
     g->gs.gen = malloc(cap * sizeof(int32_t));
     g->gs.hist = malloc(cap * sizeof(int32_t));
@@ -170,6 +174,22 @@ static int32_t sample_logits(mtplx_gen *g, float *logits) {
                    ? 0.0
                    : mtplx_rng_uniform(g->gp.sampling.seed, (uint64_t)c->n_past, RNG_SAMPLE);
     return mtplx_sample_dist(c->p[0], V, u);
+}
+
+/* The token after the last forward's last logits row (row 0: it kept only
+ * the last): sampled on the host, or picked on the device (pick_dev). Emits
+ * it; false once generation must stop. */
+static bool next_token(mtplx_gen *g) {
+    mtplx_ctx *c = g->c;
+    if (g->gs.pick_dev) {
+        float lp;
+        mtplx_ctx_pick(c, 1, &g->x, &lp);
+        return emit(g, g->x, MTPLX_SRC_SAMPLED, 0, lp, NULL);
+    }
+    float *logits = mtplx_ctx_logits(c);
+    g->x = sample_logits(g, logits);
+    return emit(g, g->x, MTPLX_SRC_SAMPLED, 0, mtplx_logprob(logits, c->model->hp.n_vocab, g->x),
+                logits);
 }
 
 static void finish(mtplx_gen *g) {
@@ -215,10 +235,7 @@ static bool decode_finish(mtplx_gen *g) {
         g->x = res.ids[res.n - 1];
         if (g->gp.adaptive_depth) g->cur_depth = adapt_depth(&g->st, g->depth, g->steps);
     } else {
-        float *logits = mtplx_ctx_logits(c);
-        g->x = sample_logits(g, logits);
-        go = emit(g, g->x, MTPLX_SRC_SAMPLED, 0, mtplx_logprob(logits, c->model->hp.n_vocab, g->x),
-                  logits);
+        go = next_token(g);
     }
     return go;
 }
@@ -244,11 +261,8 @@ mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *d
         if (g->next_prefill < g->n_prompt) return MTPLX_OK;
         /* first token: a plain sample from the prompt's last logits */
         t0 = mtplx_time_ms();
-        float *logits = mtplx_ctx_logits(c);
-        g->x = sample_logits(g, logits);
         g->phase = PH_DECODE;
-        bool go = emit(g, g->x, MTPLX_SRC_SAMPLED, 0,
-                       mtplx_logprob(logits, c->model->hp.n_vocab, g->x), logits);
+        bool go = next_token(g);
         g->st.t_decode_ms += mtplx_time_ms() - t0;
         if (!go) finish(g);
         *done = g->phase == PH_DONE;

@@ -83,9 +83,42 @@ mtplx_status mtplx_spec_draft(mtplx_ctx *c, mtplx_gen_state *gs, int32_t x, int3
     double t0 = mtplx_time_ms();
     draft_ctx dc = {c, gs, c->n_past};
     c->draft_n_out = mtplx_draft_vocab_resolve(c, gs->gp->draft_vocab);
-    MTPLX_TRY(mtplx_mtp_draft(c, x, k, draft_one, &dc, d));
+    MTPLX_TRY(mtplx_mtp_draft(c, x, k, gs->pick_dev ? NULL : draft_one, &dc, d));
     if (gs->stats) gs->stats->t_draft_ms += mtplx_time_ms() - t0;
     return MTPLX_OK;
+}
+
+/* Keep x (at N) and the a accepted drafts; forget the rest. */
+static void keep(mtplx_ctx *c, int64_t N, int32_t a) {
+    c->n_past = (int32_t)(N + 1 + a);
+    c->valid[0] = c->n_past;
+    c->last_n = 0; /* the rows stay readable through res->logits until the next forward */
+}
+
+/* The greedy test with the picks made on the device: target token t_i is
+ * the argmax of row i; d_i is kept while d_i == t_{i-1}; the first mismatch
+ * commits t_{i-1} instead (the residual of two one-hot distributions), or
+ * all k pass and t_k is the bonus. The same tokens as the general path at
+ * temperature 0, without copying any logits row. */
+static void accept_picked(mtplx_ctx *c, mtplx_gen_state *gs, const int32_t *d, int32_t k,
+                          mtplx_step_result *res) {
+    int32_t t[MTPLX_MAX_DRAFT + 1];
+    float lp[MTPLX_MAX_DRAFT + 1];
+    mtplx_ctx_pick(c, k + 1, t, lp);
+    int32_t a = 0;
+    while (a < k && d[a] == t[a]) a++;
+    for (int32_t i = 0; i < k && i <= a; i++) {
+        if (gs->stats) gs->stats->drafted[i]++;
+        if (gs->stats && i < a) gs->stats->accepted[i]++;
+    }
+    for (int32_t i = 0; i <= a; i++) {
+        res->ids[i] = t[i];
+        res->src[i] = i < a ? MTPLX_SRC_DRAFTED : MTPLX_SRC_VERIFIER;
+        res->logprob[i] = lp[i];
+        res->logits[i] = NULL;
+    }
+    res->n = a + 1;
+    res->n_accepted = a;
 }
 
 void mtplx_spec_accept(mtplx_ctx *c, mtplx_gen_state *gs, const int32_t *d, int32_t k,
@@ -96,6 +129,11 @@ void mtplx_spec_accept(mtplx_ctx *c, mtplx_gen_state *gs, const int32_t *d, int3
     memset(res, 0, sizeof *res);
     int32_t a = 0;
     bool rejected = false;
+    if (gs->pick_dev) {
+        accept_picked(c, gs, d, k, res);
+        keep(c, N, res->n_accepted);
+        return;
+    }
     for (int32_t i = 1; i <= k; i++) {
         float *lg = mtplx_ctx_logits(c) + (int64_t)(i - 1) * V;
         float *p = c->p[i - 1], *q = c->q[i];
@@ -131,8 +169,5 @@ void mtplx_spec_accept(mtplx_ctx *c, mtplx_gen_state *gs, const int32_t *d, int3
         res->logprob[res->n++] = mtplx_logprob(lg, V, tok);
     }
     res->n_accepted = a;
-    /* keep x and the accepted drafts; forget the rest */
-    c->n_past = (int32_t)(N + 1 + a);
-    c->valid[0] = c->n_past;
-    c->last_n = 0; /* the rows stay readable through res->logits until the next forward */
+    keep(c, N, a);
 }

@@ -84,6 +84,7 @@ typedef struct mtplx_verify_params {
     int32_t n_prompts;
     int32_t prompt_len;    /* tokens per prompt taken from data */
     int32_t n_threads;
+    const char *device;    /* "cpu" (NULL) or "cuda" */
 } mtplx_verify_params;
 
 mtplx_verify_params mtplx_verify_default_params(void);

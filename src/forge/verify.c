@@ -64,6 +64,7 @@ mtplx_status mtplx_forge_verify(const char *model_path, const mtplx_verify_param
     mtplx_ctx *ctx = NULL;
     mtplx_ctx_params cp = mtplx_ctx_default_params();
     cp.n_threads = p.n_threads;
+    cp.device = p.device;
     int32_t need = p.prompt_len + p.n_tokens + MTPLX_MAX_DRAFT + 2;
     if (!p.data_path) need = 64 + p.n_tokens + MTPLX_MAX_DRAFT + 2;
     cp.n_ctx = need < m->hp.n_ctx_train ? need : m->hp.n_ctx_train;
@@ -88,6 +89,7 @@ mtplx_status mtplx_forge_verify(const char *model_path, const mtplx_verify_param
         }
         if (st != MTPLX_OK) break;
         mtplx_gen_params gp = mtplx_gen_default_params();
+        gp.no_event_logits = true; /* ids only: greedy picks may stay on a GPU */
         gp.sampling.temperature = 0;
         gp.max_tokens = p.n_tokens;
         gp.ignore_eos = true;

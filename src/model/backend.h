@@ -5,7 +5,7 @@
  * Tensors handed to a backend are weights (mtplx_weight, placed by the
  * backend that owns them) and activation buffers the backend allocated
  * (buf_alloc), so device placement stays explicit.
- * The CPU backend is the only one today (backend_cpu.c). */
+ * Backends: the CPU (backend_cpu.c) and CUDA (src/cuda/backend_cuda.c). */
 #ifndef MTPLX_BACKEND_H
 #define MTPLX_BACKEND_H
 
@@ -25,6 +25,22 @@ typedef struct mtplx_weight {
 } mtplx_weight;
 
 typedef struct mtplx_backend mtplx_backend;
+
+/* What a whole forward is, for capturing it once and replaying it (CUDA
+ * graphs): the buffers and weights it touches and its row count. Two
+ * forwards with equal keys issue the same ops on the same buffers and differ
+ * only in their token ids and their position. */
+typedef struct mtplx_graph_key {
+    const void *ptr[4]; /* model, cache, activations, input (or NULL): buffer addresses */
+    int64_t n;          /* rows */
+    int32_t kind;       /* 0: trunk, last logits; 1: trunk, all logits; 2 + h: MTP head h */
+} mtplx_graph_key;
+
+enum {
+    MTPLX_GRAPH_NONE = 0, /* issue the ops as usual */
+    MTPLX_GRAPH_CAPTURE,  /* issue the ops, then graph_end (which runs them) */
+    MTPLX_GRAPH_REPLAYED, /* done: a captured forward ran with these tokens / position */
+};
 
 struct mtplx_backend {
     const char *name;
@@ -59,7 +75,34 @@ struct mtplx_backend {
     void (*upload)(mtplx_backend *be, void *dst, const void *src_host, size_t bytes);
     void (*download)(mtplx_backend *be, void *dst_host, const void *src, size_t bytes);
     void (*copy)(mtplx_backend *be, void *dst, const void *src, size_t bytes);
+    /* ---- optional (NULL on the CPU) ----
+     * Rows ids[0..n) of an embedding weight into out [n][w->k]
+     * (mtplx_be_get_rows falls back to get_row). */
+    void (*get_rows)(mtplx_backend *be, const mtplx_weight *w, const int32_t *ids, int64_t n,
+                     float *out);
+    /* A forward of n rows of tokens at position pos0 (model/forward.c):
+     * returns MTPLX_GRAPH_*. While capturing, every position argument of an
+     * op is pos0 + a constant and every get_rows ids array lies inside
+     * tokens[0..n); the backend replays later steps with their own values.
+     * graph_end returns false if the capture failed: nothing ran, and the
+     * caller issues the ops again without capture. */
+    int (*graph_begin)(mtplx_backend *be, const mtplx_graph_key *key, const int32_t *tokens,
+                       int64_t n, int64_t pos0);
+    bool (*graph_end)(mtplx_backend *be);
+    /* Greedy pick of n rows of logits [n][V] (a buffer of this backend):
+     * ids[i] = the first index of row i's largest value (the sampler's rule
+     * at temperature 0), logprob[i] = its log-softmax. Returns once both are
+     * in host memory: only 8 bytes a row cross to the host. */
+    void (*argmax_rows)(mtplx_backend *be, const float *logits, int64_t n, int64_t V, int32_t *ids,
+                        float *logprob);
 };
+
+static inline void mtplx_be_get_rows(mtplx_backend *be, const mtplx_weight *w, const int32_t *ids,
+                                     int64_t n, float *out) {
+    if (be->get_rows) be->get_rows(be, w, ids, n, out);
+    else
+        for (int64_t i = 0; i < n; i++) be->get_row(be, w, ids[i], out + i * w->k);
+}
 
 static inline void mtplx_be_upload(mtplx_backend *be, void *dst, const void *src_host, size_t n) {
     if (be->upload) be->upload(be, dst, src_host, n);

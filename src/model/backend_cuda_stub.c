@@ -28,6 +28,15 @@ int mtplx_cuda_deq_row_host(int type, const void *row, int64_t k, float *out) {
 void mtplx_cuda_forget_params(mtplx_backend *be) { (void)be; }
 size_t mtplx_cuda_param_bytes(const mtplx_backend *be) { (void)be; return 0; }
 void mtplx_cuda_synchronize(mtplx_backend *be) { (void)be; }
+void mtplx_cuda_set_graphs(mtplx_backend *be, bool on) { (void)be, (void)on; }
+mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be) {
+    (void)be;
+    return (mtplx_cuda_graph_stats){0};
+}
+mtplx_status mtplx_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes) {
+    *free_bytes = *total_bytes = 0;
+    return mtplx_fail(MTPLX_ERR_UNSUPPORTED, "cuda: device %d: this build has no CUDA backend", device);
+}
 #else
 typedef int mtplx_backend_cuda_stub_unused; /* ISO C wants a declaration in every file */
 #endif

@@ -5,7 +5,11 @@
  * [n_ctx][n_head_kv * head_dim] in F16 (default), F32 or Q8_0 (GGUF blocks,
  * each position quantized on its own when stored). Writing positions
  * pos0.. overwrites whatever a rejected draft left there, which is why
- * rolling back the cache is only a counter. */
+ * rolling back the cache is only a counter.
+ *
+ * A backend that can capture a whole forward (CUDA graphs: be->graph_begin)
+ * is offered every single-sequence forward; it replays a capture instead of
+ * receiving the ops one by one. The ops issued are the same either way. */
 #include "kernels/kernels.h"
 #include "model/model.h"
 
@@ -135,6 +139,28 @@ static void head(const mtplx_model *m, const float *norm, mtplx_backend *be, mtp
     be->matmul(be, &w, NULL, a->xb, cnt, a->logits);
 }
 
+/* MTPLX_GRAPH_* for a single-sequence forward of n rows at pos0. The key
+ * names buffers by their backend addresses (the cache's first K buffer, the
+ * activations' first buffer), not by the host structs, which may be views
+ * rebuilt on the stack (engine/embed.c). */
+static int graph_begin(mtplx_backend *be, int32_t kind, const mtplx_model *m, const mtplx_kv *kv,
+                       const mtplx_acts *a, const void *input, const int32_t *tokens, int64_t n,
+                       int64_t pos0) {
+    if (!be->graph_begin) return MTPLX_GRAPH_NONE;
+    mtplx_graph_key key = {.ptr = {m, kv->k[0], a->x, input}, .n = n, .kind = kind};
+    return be->graph_begin(be, &key, tokens, n, pos0);
+}
+
+static void trunk_ops(const mtplx_model *m, mtplx_backend *be, mtplx_acts *a, const int32_t *tokens,
+                      const mtplx_seg *segs, int nseg, int64_t n, bool all_logits) {
+    int64_t e = m->hp.n_embd;
+    mtplx_be_get_rows(be, &m->tok_embd, tokens, n, a->x);
+    for (int l = 0; l < m->hp.n_layer; l++) layer_forward(m, &m->layers[l], be, l, a, segs, nseg);
+    mtplx_be_copy(be, a->hidden, a->x, (size_t)(n * e) * sizeof(float));
+    if (all_logits) head(m, m->output_norm, be, a, 0, n, 0);
+    else head(m, m->output_norm, be, a, n - 1, 1, 0);
+}
+
 void mtplx_model_forward_segs(const mtplx_model *m, mtplx_backend *be, mtplx_acts *a,
                               const int32_t *tokens, const mtplx_seg *segs, int nseg, bool all_logits) {
     int64_t n = 0;
@@ -143,19 +169,39 @@ void mtplx_model_forward_segs(const mtplx_model *m, mtplx_backend *be, mtplx_act
         n += segs[s].n;
     }
     MTPLX_ASSERT(n > 0 && n <= a->n_max);
-    int64_t e = m->hp.n_embd;
-    for (int64_t i = 0; i < n; i++) be->get_row(be, &m->tok_embd, tokens[i], a->x + i * e);
-    for (int l = 0; l < m->hp.n_layer; l++) layer_forward(m, &m->layers[l], be, l, a, segs, nseg);
-    mtplx_be_copy(be, a->hidden, a->x, (size_t)(n * e) * sizeof(float));
     MTPLX_ASSERT(!all_logits || n <= a->n_logits);
-    if (all_logits) head(m, m->output_norm, be, a, 0, n, 0);
-    else head(m, m->output_norm, be, a, n - 1, 1, 0);
+    int g = nseg == 1 ? graph_begin(be, all_logits ? 1 : 0, m, segs[0].kv, a, NULL, tokens, n,
+                                    segs[0].pos0)
+                      : MTPLX_GRAPH_NONE;
+    if (g == MTPLX_GRAPH_REPLAYED) return;
+    trunk_ops(m, be, a, tokens, segs, nseg, n, all_logits);
+    if (g == MTPLX_GRAPH_CAPTURE && !be->graph_end(be)) trunk_ops(m, be, a, tokens, segs, nseg, n, all_logits);
 }
 
 void mtplx_model_forward(const mtplx_model *m, mtplx_backend *be, mtplx_kv *kv, mtplx_acts *a,
                          const int32_t *tokens, int64_t n, int64_t pos0, bool all_logits) {
     mtplx_seg seg = {kv, pos0, n};
     mtplx_model_forward_segs(m, be, a, tokens, &seg, 1, all_logits);
+}
+
+static void mtp_ops(const mtplx_model *m, int hi, mtplx_backend *be, mtplx_kv *kv, mtplx_acts *a,
+                    const int32_t *tokens, const float *hidden, int64_t n, int64_t pos0,
+                    int64_t n_out) {
+    const mtplx_mtp_head *h = &m->mtp[hi];
+    int64_t e = m->hp.n_embd;
+    float eps = m->hp.norm_eps;
+    int64_t eo = h->hidden_first ? e : 0, ho = h->hidden_first ? 0 : e;
+    for (int64_t i = 0; i < n; i++) {
+        float *c = a->cat + i * 2 * e;
+        mtplx_be_get_rows(be, &m->tok_embd, tokens + i, 1, a->xb);
+        be->rmsnorm(be, a->xb, h->enorm, c + eo, 1, e, eps);
+        be->rmsnorm(be, hidden + i * e, h->hnorm, c + ho, 1, e, eps);
+    }
+    be->matmul(be, &h->eh_proj, NULL, a->cat, n, a->x);
+    mtplx_seg seg = {kv, pos0, n};
+    layer_forward(m, &h->layer, be, 0, a, &seg, 1);
+    mtplx_be_copy(be, a->hidden, a->x, (size_t)(n * e) * sizeof(float));
+    head(m, h->norm, be, a, n - 1, 1, n_out);
 }
 
 void mtplx_mtp_forward(const mtplx_model *m, int hi, mtplx_backend *be, mtplx_kv *kv,
@@ -168,19 +214,10 @@ void mtplx_mtp_forward_vocab(const mtplx_model *m, int hi, mtplx_backend *be, mt
                              mtplx_acts *a, const int32_t *tokens, const float *hidden, int64_t n,
                              int64_t pos0, int64_t n_out) {
     MTPLX_ASSERT(hi >= 0 && hi < m->n_mtp && n > 0 && n <= a->n_max && pos0 + n <= kv->n_ctx);
-    const mtplx_mtp_head *h = &m->mtp[hi];
-    int64_t e = m->hp.n_embd;
-    float eps = m->hp.norm_eps;
-    int64_t eo = h->hidden_first ? e : 0, ho = h->hidden_first ? 0 : e;
-    for (int64_t i = 0; i < n; i++) {
-        float *c = a->cat + i * 2 * e;
-        be->get_row(be, &m->tok_embd, tokens[i], a->xb);
-        be->rmsnorm(be, a->xb, h->enorm, c + eo, 1, e, eps);
-        be->rmsnorm(be, hidden + i * e, h->hnorm, c + ho, 1, e, eps);
-    }
-    be->matmul(be, &h->eh_proj, NULL, a->cat, n, a->x);
-    mtplx_seg seg = {kv, pos0, n};
-    layer_forward(m, &h->layer, be, 0, a, &seg, 1);
-    mtplx_be_copy(be, a->hidden, a->x, (size_t)(n * e) * sizeof(float));
-    head(m, h->norm, be, a, n - 1, 1, n_out);
+    if (n_out >= m->output.m) n_out = 0;
+    /* graphs capture the whole output matrix only */
+    int g = n_out ? MTPLX_GRAPH_NONE : graph_begin(be, 2 + hi, m, kv, a, hidden, tokens, n, pos0);
+    if (g == MTPLX_GRAPH_REPLAYED) return;
+    mtp_ops(m, hi, be, kv, a, tokens, hidden, n, pos0, n_out);
+    if (g == MTPLX_GRAPH_CAPTURE && !be->graph_end(be)) mtp_ops(m, hi, be, kv, a, tokens, hidden, n, pos0, n_out);
 }
