@@ -10,6 +10,10 @@
  *              the sampled first tokens' distributions under MTP vs AR
  *              (chi-square, bench_suites.c).
  *  long-context, math-quick: bench_suites.c;  `bench compare`: bench_compare.c.
+ * With --llama-cpp PATH (or $MTPLX_LLAMA_CPP) the throughput suite also runs
+ * llama.cpp's plain decode of the same GGUF on as many threads
+ * (bench_llama.c) and prints it beside the AR and MTP rows; absent or
+ * failing, that comparison is reported as skipped.
  * Prompts come from the disclosed files bench/suites/<suite>.json; the
  * throughput / exactness / acceptance prompts are also compiled into
  * tuning.c (tune uses them) and are the fallback outside the source tree.
@@ -25,12 +29,15 @@
 #endif
 
 static void help(void) {
-    printf("usage: mtplx bench [--suite NAME] [-m MODEL] [--json PATH]\n"
+    printf("usage: mtplx bench [--suite NAME] [-m MODEL] [--json PATH] [--llama-cpp PATH]\n"
            "       mtplx bench compare A.json B.json\n\n"
            "  -m, --model PATH     model (default: the built-in model)\n"
            "      --suite NAME     throughput (default), acceptance, exactness, long-context,\n"
            "                       math-quick\n"
            "      --json PATH      also write the results, machine, build and model as JSON\n"
+           "      --llama-cpp PATH throughput: also run llama.cpp's plain decode of the same\n"
+           "                       GGUF (PATH: llama-bench or the folder holding it; default\n"
+           "                       $MTPLX_LLAMA_CPP) and print it beside our rows\n"
            "  -t, --threads N      threads (default: all cores)\n"
            "  -n, --tokens N       new tokens per run (default 96; exactness 64;\n"
            "                       long-context 64; math-quick 128)\n"
@@ -176,6 +183,38 @@ static tune_prompt *as_tune(const bench_set *set) {
     return t;
 }
 
+/* llama.cpp's plain decode of the same file, one row under the table, and
+ * each config's tok/s over it (configs: the JSON rows just written). */
+static void throughput_llama(const bench_opts *o, const tune_cfg *cfg, cJSON *configs, cJSON *res) {
+    bench_llama r;
+    int threads = o->threads_used > 0 ? o->threads_used : 1;
+    fflush(stdout);
+    if (o->llama_cpp && *o->llama_cpp)
+        fprintf(stderr, "mtplx bench: running llama.cpp (%s) on %d threads\n", o->llama_cpp, threads);
+    bench_llama_tg(o->llama_cpp, o->model_path, threads, o->n_tokens, o->reps < 3 ? 3 : o->reps, &r);
+    cJSON_AddItemToObject(res, "llama_cpp", bench_llama_json(&r));
+    if (!r.ran) {
+        printf("llama.cpp: skipped (%s)\n", r.reason);
+        if (strstr(r.reason, "failed to load model") && o->has_mtp)
+            printf("llama.cpp: it refuses tensors it does not know, such as MTP heads; `mtplx forge "
+                   "convert MODEL --strip-mtp -o PLAIN.gguf` writes a copy it loads\n");
+        return;
+    }
+    printf("%-8s %9.1f %8s+-%-8.1f %8s %7s %12s  llama-bench tg%d, %d threads, build %s\n",
+           "llama.cpp", r.tok_s, "", r.stddev, "-", "", "", r.n_gen, r.threads, r.commit);
+    printf("vs llama.cpp:");
+    int d = 0;
+    cJSON *j;
+    cJSON_ArrayForEach(j, configs) {
+        double v = cfg[d].median / r.tok_s;
+        if (d) printf("  depth %d %.2fx", d, v);
+        else printf(" AR %.2fx", v);
+        cJSON_AddNumberToObject(j, "vs_llama_cpp", v);
+        d++;
+    }
+    printf("\n");
+}
+
 static int suite_throughput(mtplx_model *m, const bench_opts *o, cJSON *res) {
     bench_set set;
     if (!bench_set_load(o, "throughput", true, &set)) return EXIT_RUNTIME;
@@ -231,6 +270,7 @@ static int suite_throughput(mtplx_model *m, const bench_opts *o, cJSON *res) {
         cJSON_AddItemToObject(j, "acceptance", json_acc(c->drafted, c->accepted, d));
         cJSON_AddItemToArray(arr, j);
     }
+    throughput_llama(o, cfg, arr, res);
     return EXIT_OK;
 }
 
@@ -374,7 +414,7 @@ static int suite_exactness(mtplx_model *m, const bench_opts *o, cJSON *res) {
 
 int cmd_bench(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "compare")) return bench_compare(argc - 1, argv + 1);
-    enum { O_SUITE = 256, O_JSON, O_REPS, O_DEPTH, O_TEXT, O_PROMPTS, O_QUICK, O_POS, O_SAMPLES, O_SDIR };
+    enum { O_SUITE = 256, O_JSON, O_REPS, O_DEPTH, O_TEXT, O_PROMPTS, O_QUICK, O_POS, O_SAMPLES, O_SDIR, O_LLAMA };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},    {"suite", required_argument, 0, O_SUITE},
         {"json", required_argument, 0, O_JSON},  {"threads", required_argument, 0, 't'},
@@ -382,7 +422,7 @@ int cmd_bench(int argc, char **argv) {
         {"max-depth", required_argument, 0, O_DEPTH}, {"text", required_argument, 0, O_TEXT},
         {"prompts", required_argument, 0, O_PROMPTS}, {"quick", no_argument, 0, O_QUICK},
         {"positions", required_argument, 0, O_POS}, {"samples", required_argument, 0, O_SAMPLES},
-        {"suites-dir", required_argument, 0, O_SDIR},
+        {"suites-dir", required_argument, 0, O_SDIR}, {"llama-cpp", required_argument, 0, O_LLAMA},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *model_arg = NULL, *suite = "throughput", *json_path = NULL;
     bench_opts o = {.max_depth = 4, .n_tokens = 0, .reps = 3};
@@ -398,6 +438,7 @@ int cmd_bench(int argc, char **argv) {
         case O_QUICK: o.quick = true; break; /* hidden: tiny budget, for tests */
         case O_POS: o.positions = optarg; break;
         case O_SDIR: o.suites_dir = optarg; break;
+        case O_LLAMA: o.llama_cpp = optarg; break;
         case O_SAMPLES:
             if (!cli_parse_int("bench", "--samples", optarg, 0, 1000000, &iv)) return EXIT_USAGE;
             o.samples = iv ? (int32_t)iv : -1;
@@ -428,6 +469,7 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     if (optind < argc) return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
+    if (!o.llama_cpp) o.llama_cpp = getenv("MTPLX_LLAMA_CPP");
     int (*fn)(mtplx_model *, const bench_opts *, cJSON *) = NULL;
     if (!strcmp(suite, "throughput")) fn = suite_throughput;
     else if (!strcmp(suite, "acceptance")) fn = suite_acceptance;
@@ -462,6 +504,8 @@ int cmd_bench(int argc, char **argv) {
     if (info.n_mtp == 0) o.max_depth = 0;
     mtplx_hwinfo hw;
     mtplx_hwinfo_detect(&hw);
+    o.threads_used = o.n_threads > 0 ? o.n_threads : hw.n_threads;
+    o.has_mtp = info.n_mtp > 0;
     fprintf(stderr, "mtplx bench %s: %s (%s, %s) on %s, %d threads\n", suite, path, info.arch,
             info.weight_type, hw.cpu_model, o.n_threads > 0 ? o.n_threads : hw.n_threads);
 
