@@ -15,6 +15,12 @@
  * passes over them (prefill and n > NT_MAX). */
 #define PREP_GROUP_BYTES (24 * 1024)
 
+/* Pins v in a register at this point. Without it GCC reassociates the long
+ * integer add chains below into a tree: it computes every product of a block
+ * first, spills them to the stack and sums them afterwards, which costs more
+ * than the products themselves once several tokens share a tile. */
+#define KEEP(v) __asm__("" : "+x"(v))
+
 AI __m256i bcast4(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
@@ -58,6 +64,7 @@ AI void prep_q8_0_group(const mm_args *a, const tile_q8_0 *tl, int64_t g, int64_
             for (int t = 0; t < nt; t++) {
                 __m256i xv = _mm256_sign_epi8(bcast4(xq + t * k + b * QK8_0 + 4 * c), w);
                 s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xv), ones));
+                KEEP(s[t]);
             }
         }
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)T->d));
@@ -94,6 +101,7 @@ AI void prep_q4_0_group(const mm_args *a, const tile_q4_0 *tl, int64_t g, int64_
                 const int8_t *x = xq + t * k + b * QK4_0 + 4 * c;
                 s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(lo, bcast4(x)));
                 s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(hi, bcast4(x + 16)));
+                KEEP(s[t]);
             }
         }
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)T->d));
@@ -140,10 +148,12 @@ AI void prep_q4_K_group(const mm_args *a, const tile_q4_K *tl, int64_t g, int64_
                     __m256i v = _mm256_loadu_si256((const __m256i *)T->qs[j][c]);
                     v = _mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, m4);
                     UNROLL
-                    for (int t = 0; t < nt; t++)
+                    for (int t = 0; t < nt; t++) {
                         s[t] = _mm256_add_epi16(
                             s[t], _mm256_maddubs_epi16(
                                       v, bcast4(xq + t * k + b * QK_K + 64 * j + 32 * h + 4 * c)));
+                        KEEP(s[t]);
+                    }
                 }
                 const __m256i sc = scale_pairs(T->sc[2 * j + h]);
                 UNROLL
