@@ -314,13 +314,16 @@ static void llama_side_by_side(void **s) {
     assert_true(fabs(jnum(c0, "vs_llama_cpp") - jnum(c0, "tokens_per_s_median") / 12.5) < 1e-9);
     cJSON_Delete(root);
 
-    /* the binary through the environment */
+    /* the binary through the environment; another GGUF for llama.cpp */
     char bin[600];
     snprintf(bin, sizeof bin, "%s/llama-bench", fake);
     setenv("MTPLX_LLAMA_CPP", bin, 1);
-    rc = prog("bench --quick -t 1 --max-depth 1", out, sizeof out);
+    rc = prog("bench --quick -t 1 --max-depth 1 --llama-model /x/plain.gguf", out, sizeof out);
     unsetenv("MTPLX_LLAMA_CPP");
     if (rc != 0 || !strstr(out, "llama.cpp      12.5")) fail_msg("rc %d:\n%s", rc, out);
+    assert_int_equal(mtplx_read_file(args, &a, &len), MTPLX_OK);
+    if (!strstr(a, "-m /x/plain.gguf -t 1")) fail_msg("llama-bench arguments: %s", a);
+    free(a);
 
     /* absent, missing or failing: skipped, and the bench still succeeds */
     rc = prog("bench --quick -t 1 --max-depth 1", out, sizeof out);

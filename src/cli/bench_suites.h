@@ -16,6 +16,7 @@ typedef struct bench_opts {
     const char *model_path; /* the resolved model path */
     const char *positions;  /* long-context: "1024,4096,16384" */
     const char *llama_cpp;  /* --llama-cpp / $MTPLX_LLAMA_CPP, NULL: none */
+    const char *llama_model; /* --llama-model: the GGUF llama.cpp runs (NULL: model_path) */
     int32_t threads_used;   /* n_threads, or the machine's count when 0 */
     bool quick;
     bool depth_set; /* --max-depth was given */

@@ -38,6 +38,8 @@ static void help(void) {
            "      --llama-cpp PATH throughput: also run llama.cpp's plain decode of the same\n"
            "                       GGUF (PATH: llama-bench or the folder holding it; default\n"
            "                       $MTPLX_LLAMA_CPP) and print it beside our rows\n"
+           "      --llama-model P  the GGUF llama.cpp runs instead (llama.cpp refuses MTP\n"
+           "                       tensors: a `forge convert --strip-mtp` copy of -m)\n"
            "  -t, --threads N      threads (default: all cores)\n"
            "  -n, --tokens N       new tokens per run (default 96; exactness 64;\n"
            "                       long-context 64; math-quick 128)\n"
@@ -185,19 +187,25 @@ static tune_prompt *as_tune(const bench_set *set) {
 
 /* llama.cpp's plain decode of the same file, one row under the table, and
  * each config's tok/s over it (configs: the JSON rows just written). */
-static void throughput_llama(const bench_opts *o, const tune_cfg *cfg, cJSON *configs, cJSON *res) {
+static void throughput_llama(const bench_opts *o, const tune_cfg *cfg, cJSON *configs,
+                             cJSON *res) {
     bench_llama r;
     int threads = o->threads_used > 0 ? o->threads_used : 1;
     fflush(stdout);
     if (o->llama_cpp && *o->llama_cpp)
-        fprintf(stderr, "mtplx bench: running llama.cpp (%s) on %d threads\n", o->llama_cpp, threads);
-    bench_llama_tg(o->llama_cpp, o->model_path, threads, o->n_tokens, o->reps < 3 ? 3 : o->reps, &r);
-    cJSON_AddItemToObject(res, "llama_cpp", bench_llama_json(&r));
+        fprintf(stderr, "mtplx bench: running llama.cpp (%s) on %d threads\n", o->llama_cpp,
+                threads);
+    const char *lm = o->llama_model ? o->llama_model : o->model_path;
+    bench_llama_tg(o->llama_cpp, lm, threads, o->n_tokens, o->reps < 3 ? 3 : o->reps, &r);
+    cJSON *lj = bench_llama_json(&r);
+    cJSON_AddStringToObject(lj, "model", lm);
+    cJSON_AddItemToObject(res, "llama_cpp", lj);
     if (!r.ran) {
         printf("llama.cpp: skipped (%s)\n", r.reason);
-        if (strstr(r.reason, "failed to load model") && o->has_mtp)
-            printf("llama.cpp: it refuses tensors it does not know, such as MTP heads; `mtplx forge "
-                   "convert MODEL --strip-mtp -o PLAIN.gguf` writes a copy it loads\n");
+        if (strstr(r.reason, "failed to load model") && o->has_mtp && !o->llama_model)
+            printf("llama.cpp: it refuses tensors it does not know, such as MTP heads; `mtplx "
+                   "forge convert MODEL --strip-mtp -o PLAIN.gguf` writes a copy it loads: "
+                   "--llama-model PLAIN.gguf\n");
         return;
     }
     printf("%-8s %9.1f %8s+-%-8.1f %8s %7s %12s  llama-bench tg%d, %d threads, build %s\n",
@@ -414,7 +422,7 @@ static int suite_exactness(mtplx_model *m, const bench_opts *o, cJSON *res) {
 
 int cmd_bench(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "compare")) return bench_compare(argc - 1, argv + 1);
-    enum { O_SUITE = 256, O_JSON, O_REPS, O_DEPTH, O_TEXT, O_PROMPTS, O_QUICK, O_POS, O_SAMPLES, O_SDIR, O_LLAMA };
+    enum { O_SUITE = 256, O_JSON, O_REPS, O_DEPTH, O_TEXT, O_PROMPTS, O_QUICK, O_POS, O_SAMPLES, O_SDIR, O_LLAMA, O_LMODEL };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},    {"suite", required_argument, 0, O_SUITE},
         {"json", required_argument, 0, O_JSON},  {"threads", required_argument, 0, 't'},
@@ -423,6 +431,7 @@ int cmd_bench(int argc, char **argv) {
         {"prompts", required_argument, 0, O_PROMPTS}, {"quick", no_argument, 0, O_QUICK},
         {"positions", required_argument, 0, O_POS}, {"samples", required_argument, 0, O_SAMPLES},
         {"suites-dir", required_argument, 0, O_SDIR}, {"llama-cpp", required_argument, 0, O_LLAMA},
+        {"llama-model", required_argument, 0, O_LMODEL},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *model_arg = NULL, *suite = "throughput", *json_path = NULL;
     bench_opts o = {.max_depth = 4, .n_tokens = 0, .reps = 3};
@@ -439,6 +448,7 @@ int cmd_bench(int argc, char **argv) {
         case O_POS: o.positions = optarg; break;
         case O_SDIR: o.suites_dir = optarg; break;
         case O_LLAMA: o.llama_cpp = optarg; break;
+        case O_LMODEL: o.llama_model = optarg; break;
         case O_SAMPLES:
             if (!cli_parse_int("bench", "--samples", optarg, 0, 1000000, &iv)) return EXIT_USAGE;
             o.samples = iv ? (int32_t)iv : -1;
