@@ -21,6 +21,14 @@
  * than the products themselves once several tokens share a tile. */
 #define KEEP(v) __asm__("" : "+x"(v))
 
+/* Tiles are read as one stream; a software prefetch this many bytes ahead,
+ * one per 64-72 bytes of tiles, keeps more lines in flight than the hardware
+ * prefetcher alone (measured on a 0.6B shape, 1 thread, Zen 3: decode +15-30%
+ * on Q8_0 / Q4_K, and n = 4 verification -20%). Prefetching past the end of
+ * the weights is harmless: a prefetch never faults. */
+#define PREP_PREFETCH_BYTES 2048
+AI void pf(const void *p) { _mm_prefetch((const char *)p + PREP_PREFETCH_BYTES, _MM_HINT_T0); }
+
 AI __m256i bcast4(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
@@ -58,6 +66,7 @@ AI void prep_q8_0_group(const mm_args *a, const tile_q8_0 *tl, int64_t g, int64_
         for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_si256();
         UNROLL
         for (int c = 0; c < 8; c++) {
+            if (c % 2 == 0) pf(T->qs[c]);
             const __m256i w = _mm256_loadu_si256((const __m256i *)T->qs[c]);
             const __m256i aw = _mm256_abs_epi8(w);
             UNROLL
@@ -93,6 +102,7 @@ AI void prep_q4_0_group(const mm_args *a, const tile_q4_0 *tl, int64_t g, int64_
         for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_si256();
         UNROLL
         for (int c = 0; c < 4; c++) {
+            if (c % 2 == 0) pf(T->qs[c]);
             const __m256i v = _mm256_loadu_si256((const __m256i *)T->qs[c]);
             const __m256i lo = _mm256_and_si256(v, m4);
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
@@ -145,6 +155,7 @@ AI void prep_q4_K_group(const mm_args *a, const tile_q4_K *tl, int64_t g, int64_
                 for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_si256();
                 UNROLL
                 for (int c = 0; c < 8; c++) {
+                    if (h == 0 && c % 2 == 0) pf(T->qs[j][c]);
                     __m256i v = _mm256_loadu_si256((const __m256i *)T->qs[j][c]);
                     v = _mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, m4);
                     UNROLL
