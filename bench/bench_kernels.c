@@ -8,7 +8,8 @@
  * Prints a table and writes JSON (--json PATH, default bench/out/kernels.json).
  * A benchmark, not a test: nothing here asserts a speed.
  *
- *   bench_kernels [--quick] [--cached] [--prepared] [--json PATH] [--types q8_0,q4_k] [--threads 1,2]
+ *   bench_kernels [--quick] [--cached] [--prepared] [--json PATH] [--types q8_0,q4_k]
+ *                 [--threads 1,2]
  * --cached reuses one matrix (in L2/L3): compute throughput, not DRAM.
  * --prepared times mtplx_matmul_prepared on mtplx_weight_prepare'd weights
  * (what the model runs for Q8_0, Q4_0, Q4_K) instead of the plain rows. */
@@ -113,7 +114,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--types") && i + 1 < argc) types_arg = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads_arg = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--quick] [--cached] [--prepared] [--json PATH] [--types LIST] [--threads LIST]\n",
+            fprintf(stderr, "usage: %s [--quick] [--cached] [--prepared] [--json PATH] [--types LIST] "
+                            "[--threads LIST]\n",
                     argv[0]);
             return 2;
         }
@@ -121,8 +123,9 @@ int main(int argc, char **argv) {
     if (!strncmp(json_path, "bench/out/", 10)) mkdir("bench/out", 0777);
     FILE *js = fopen(json_path, "w");
     if (!js) fprintf(stderr, "cannot write %s: %s\n", json_path, strerror(errno));
-    if (js) fprintf(js, "{\n  \"isa\": \"%s\",\n  \"cached\": %s,\n  \"prepared\": %s,\n  \"results\": [\n",
-                    mtplx_kernels_isa(), cached ? "true" : "false", use_prepared ? "true" : "false");
+    if (js)
+        fprintf(js, "{\n  \"isa\": \"%s\",\n  \"cached\": %s,\n  \"prepared\": %s,\n  \"results\": [\n",
+                mtplx_kernels_isa(), cached ? "true" : "false", use_prepared ? "true" : "false");
     printf("kernels: %s   (GB/s = weight bytes read per second at n=1; r(n) = time(n)/time(1))\n",
            mtplx_kernels_isa());
     printf("%-5s %-9s %3s %8s %8s %6s %6s %6s %6s\n", "type", "shape", "thr", "us(n=1)", "GB/s",

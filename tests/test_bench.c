@@ -271,8 +271,9 @@ static void fake_llama(bool fail) {
     mkdir(d, 0755);
     snprintf(path, sizeof path, "%s/llama-bench", d);
     if (fail)
-        snprintf(text, sizeof text, "#!/bin/sh\necho 'llama_bench: error: failed to load model' >&2\n"
-                                    "echo '['\nexit 1\n");
+        snprintf(text, sizeof text,
+                 "#!/bin/sh\necho 'llama_bench: error: failed to load model' >&2\n"
+                 "echo '['\nexit 1\n");
     else
         snprintf(text, sizeof text,
                  "#!/bin/sh\necho \"$@\" > '%s/args'\necho 'chatter on stderr' >&2\n"
@@ -294,7 +295,8 @@ static void llama_side_by_side(void **s) {
 
     /* the folder given: its llama-bench runs with our threads and tokens */
     fake_llama(false);
-    snprintf(cmd, sizeof cmd, "bench --quick -t 1 --max-depth 1 --llama-cpp '%s' --json '%s'", fake, json);
+    snprintf(cmd, sizeof cmd, "bench --quick -t 1 --max-depth 1 --llama-cpp '%s' --json '%s'",
+             fake, json);
     int rc = prog(cmd, out, sizeof out);
     if (rc != 0 || !strstr(out, "llama.cpp      12.5") || !strstr(out, "vs llama.cpp: AR "))
         fail_msg("rc %d:\n%s", rc, out);
@@ -329,7 +331,8 @@ static void llama_side_by_side(void **s) {
     rc = prog("bench --quick -t 1 --max-depth 1", out, sizeof out);
     if (rc != 0 || !strstr(out, "llama.cpp: skipped (no --llama-cpp PATH and no MTPLX_LLAMA_CPP)"))
         fail_msg("rc %d:\n%s", rc, out);
-    snprintf(cmd, sizeof cmd, "bench --quick -t 1 --max-depth 1 --llama-cpp '%s/none' --json '%s'", dir, json);
+    snprintf(cmd, sizeof cmd,
+             "bench --quick -t 1 --max-depth 1 --llama-cpp '%s/none' --json '%s'", dir, json);
     rc = prog(cmd, out, sizeof out);
     if (rc != 0 || !strstr(out, "llama.cpp: skipped (") || !strstr(out, "/none does not exist"))
         fail_msg("rc %d:\n%s", rc, out);
@@ -341,8 +344,9 @@ static void llama_side_by_side(void **s) {
     fake_llama(true);
     snprintf(cmd, sizeof cmd, "bench --quick -t 1 --max-depth 1 --llama-cpp '%s'", fake);
     rc = prog(cmd, out, sizeof out);
-    if (rc != 0 || !strstr(out, "llama.cpp: skipped (llama-bench failed (exit 1): llama_bench: error: "
-                                "failed to load model)") || !strstr(out, "--strip-mtp"))
+    if (rc != 0 || !strstr(out, "--strip-mtp") ||
+        !strstr(out, "llama.cpp: skipped (llama-bench failed (exit 1): llama_bench: error: failed "
+                     "to load model)"))
         fail_msg("rc %d:\n%s", rc, out);
 }
 
