@@ -8,8 +8,11 @@
  * Prints a table and writes JSON (--json PATH, default bench/out/kernels.json).
  * A benchmark, not a test: nothing here asserts a speed.
  *
- *   bench_kernels [--quick] [--cached] [--json PATH] [--types q8_0,q4_k] [--threads 1,2]
- * --cached reuses one matrix (in L2/L3): compute throughput, not DRAM. */
+ *   bench_kernels [--quick] [--cached] [--prepared] [--json PATH] [--types q8_0,q4_k]
+ *                 [--threads 1,2]
+ * --cached reuses one matrix (in L2/L3): compute throughput, not DRAM.
+ * --prepared times mtplx_matmul_prepared on mtplx_weight_prepare'd weights
+ * (what the model runs for Q8_0, Q4_0, Q4_K) instead of the plain rows. */
 #include "kernels/kernels.h"
 
 #include <errno.h>
@@ -62,17 +65,23 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 static double samples[MAX_SAMPLES];
+static bool use_prepared;
+static void matmul(mtplx_threadpool *tp, int type, const void *W, const shape *sh, const float *x,
+                   int64_t n, float *y, void *scratch) {
+    if (use_prepared) mtplx_matmul_prepared(tp, type, W, sh->m, sh->k, x, n, y, scratch);
+    else mtplx_matmul(tp, type, W, sh->m, sh->k, x, n, y, scratch);
+}
 static double time_matmul(mtplx_threadpool *tp, int type, uint8_t *W, size_t mat_bytes, int n_mat,
                           const shape *sh, const float *x, int64_t n, float *y, void *scratch,
                           double min_s) {
     for (int i = 0; i < n_mat; i++) /* warm up: page in, spin up threads */
-        mtplx_matmul(tp, type, W + (size_t)i * mat_bytes, sh->m, sh->k, x, n, y, scratch);
+        matmul(tp, type, W + (size_t)i * mat_bytes, sh, x, n, y, scratch);
     int ns_ = 0;
     double start = mtplx_time_ms();
     while (ns_ < MAX_SAMPLES && (mtplx_time_ms() - start) / 1e3 < min_s) {
         for (int i = 0; i < n_mat && ns_ < MAX_SAMPLES; i++) {
             double t0 = now_s();
-            mtplx_matmul(tp, type, W + (size_t)i * mat_bytes, sh->m, sh->k, x, n, y, scratch);
+            matmul(tp, type, W + (size_t)i * mat_bytes, sh, x, n, y, scratch);
             samples[ns_++] = now_s() - t0;
         }
     }
@@ -100,11 +109,13 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) min_s = 0.15;
         else if (!strcmp(argv[i], "--cached")) cached = true;
+        else if (!strcmp(argv[i], "--prepared")) use_prepared = true;
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
         else if (!strcmp(argv[i], "--types") && i + 1 < argc) types_arg = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads_arg = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--quick] [--cached] [--json PATH] [--types LIST] [--threads LIST]\n",
+            fprintf(stderr, "usage: %s [--quick] [--cached] [--prepared] [--json PATH] [--types LIST] "
+                            "[--threads LIST]\n",
                     argv[0]);
             return 2;
         }
@@ -112,8 +123,9 @@ int main(int argc, char **argv) {
     if (!strncmp(json_path, "bench/out/", 10)) mkdir("bench/out", 0777);
     FILE *js = fopen(json_path, "w");
     if (!js) fprintf(stderr, "cannot write %s: %s\n", json_path, strerror(errno));
-    if (js) fprintf(js, "{\n  \"isa\": \"%s\",\n  \"cached\": %s,\n  \"results\": [\n",
-                    mtplx_kernels_isa(), cached ? "true" : "false");
+    if (js)
+        fprintf(js, "{\n  \"isa\": \"%s\",\n  \"cached\": %s,\n  \"prepared\": %s,\n  \"results\": [\n",
+                mtplx_kernels_isa(), cached ? "true" : "false", use_prepared ? "true" : "false");
     printf("kernels: %s   (GB/s = weight bytes read per second at n=1; r(n) = time(n)/time(1))\n",
            mtplx_kernels_isa());
     printf("%-5s %-9s %3s %8s %8s %6s %6s %6s %6s\n", "type", "shape", "thr", "us(n=1)", "GB/s",
@@ -130,9 +142,12 @@ int main(int argc, char **argv) {
             int type = all_types[ti];
             const char *tname = mtplx_type_info(type)->name;
             if (!in_list(types_arg, tname)) continue;
+            if (use_prepared && !mtplx_weight_prepared_size(type, 8, 256)) continue;
             for (int s = 0; s < N_SHAPES; s++) {
                 const shape *sh = &shapes[s];
                 size_t row = mtplx_row_size(type, sh->k), mat = row * (size_t)sh->m;
+                size_t prep = use_prepared ? mtplx_weight_prepared_size(type, sh->m, sh->k) : 0;
+                if (prep > mat) mat = prep;
                 int n_mat = cached ? 1 : (int)(WORKING_SET / (double)mat) + 1;
                 uint8_t *W = mtplx_aligned_alloc(64, mat * (size_t)n_mat);
                 float *tmp = malloc((size_t)sh->k * sizeof(float));
@@ -144,6 +159,13 @@ int main(int argc, char **argv) {
                 for (int64_t r = 0; r < sh->m; r++) {
                     for (int64_t j = 0; j < sh->k; j++) tmp[j] = frand() * 0.05f;
                     mtplx_quantize_row(type, tmp, W + r * row, sh->k);
+                }
+                if (prep) { /* relayout copy 0 through a plain buffer */
+                    uint8_t *plain = malloc(row * (size_t)sh->m);
+                    if (!plain) return 1;
+                    memcpy(plain, W, row * (size_t)sh->m);
+                    mtplx_weight_prepare(type, plain, sh->m, sh->k, W);
+                    free(plain);
                 }
                 for (int i = 1; i < n_mat; i++) memcpy(W + (size_t)i * mat, W, mat);
                 for (int64_t j = 0; j < 16 * sh->k; j++) x[j] = frand();

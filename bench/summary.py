@@ -28,7 +28,8 @@ for r in lines('llama.jsonl'):
     rows.setdefault(k, {'m': [], 'l': []})['l'].append(r)
 
 summary, spreads = [], []
-hdr = ('| model | type | thr | mtplx tg | llama tg | mtplx pp512 | llama pp512 | mtplx GB/s (% bw) '
+pp = max([r.get('prefill_n', 512) for r in lines('mtplx.jsonl')] or [512])
+hdr = ('| model | type | thr | mtplx tg | llama tg | mtplx pp%d | llama pp%d | mtplx GB/s (%% bw) ' % (pp, pp) +
        '| llama GB/s (% bw) | mtplx n=2/4/8 | llama n=2/4/8 |')
 print(hdr)
 print('|---|---|---|---|---|---|---|---|---|---|---|')

@@ -1,8 +1,9 @@
 /* test_bench.c: `mtplx bench`'s suite files, the chi-square helper behind
  * the exactness suite's distribution check, `bench compare` on two small
- * JSON files, and the long-context (1k only), math-quick and exactness
- * suites end to end on the default model with tiny budgets. Nothing here
- * asserts a speed. */
+ * JSON files, the long-context (1k only), math-quick and exactness suites
+ * end to end on the default model with tiny budgets, and the llama.cpp
+ * side-by-side row against a stand-in llama-bench script (llama.cpp itself
+ * never runs here). Nothing here asserts a speed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,10 +13,13 @@
 #include "cli/common.c"
 #include "cli/tuning.c"
 #include "cli/bench_suites.c"
+#include "cli/bench_llama.c"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +30,7 @@ static int setup(void **s) {
     snprintf(dir, sizeof dir, "/tmp/mtplx_test_bench.XXXXXX");
     assert_non_null(mkdtemp(dir));
     setenv("XDG_CONFIG_HOME", dir, 1);
+    unsetenv("MTPLX_LLAMA_CPP"); /* never the real llama.cpp in a test */
     return 0;
 }
 
@@ -231,11 +236,126 @@ static void exactness(void **s) {
     cJSON_Delete(root);
 }
 
+/* llama-bench's -o json: a pp row, a tg row; the tg row is the one read. */
+static void llama_parse(void **s) {
+    (void)s;
+    bench_llama r;
+    memset(&r, 0, sizeof r);
+    assert_true(bench_llama_parse(
+        "[{\"build_commit\": \"abc1234\", \"n_threads\": 2, \"n_prompt\": 512, \"n_gen\": 0, "
+        "\"avg_ts\": 80.5},\n {\"build_commit\": \"abc1234\", \"model_type\": \"qwen3 0.6B Q8_0\", "
+        "\"n_threads\": 2, \"n_prompt\": 0, \"n_gen\": 32, \"avg_ts\": 21.25, \"stddev_ts\": 0.5}]",
+        &r));
+    assert_true(r.ran);
+    assert_true(r.tok_s == 21.25 && r.stddev == 0.5);
+    assert_int_equal(r.n_gen, 32);
+    assert_int_equal(r.threads, 2);
+    assert_string_equal(r.commit, "abc1234");
+    assert_string_equal(r.model_type, "qwen3 0.6B Q8_0");
+    static const char *bad[] = {"", "not json", "{}", "[]",
+                                "[{\"n_prompt\": 512, \"n_gen\": 0, \"avg_ts\": 80}]",
+                                "[{\"n_prompt\": 0, \"n_gen\": 32}]"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        memset(&r, 0, sizeof r);
+        assert_false(bench_llama_parse(bad[i], &r));
+        assert_false(r.ran);
+        assert_non_null(strstr(r.reason, "no tg row"));
+    }
+}
+
+/* A stand-in llama-bench at dir/fake/llama-bench: records its arguments,
+ * prints a JSON tg row (or fails with a message when fail). */
+static void fake_llama(bool fail) {
+    char d[512], path[600], text[1400];
+    snprintf(d, sizeof d, "%s/fake", dir);
+    mkdir(d, 0755);
+    snprintf(path, sizeof path, "%s/llama-bench", d);
+    if (fail)
+        snprintf(text, sizeof text,
+                 "#!/bin/sh\necho 'llama_bench: error: failed to load model' >&2\n"
+                 "echo '['\nexit 1\n");
+    else
+        snprintf(text, sizeof text,
+                 "#!/bin/sh\necho \"$@\" > '%s/args'\necho 'chatter on stderr' >&2\n"
+                 "echo '[{\"build_commit\": \"fake123\", \"model_type\": \"qwen3 stand-in\", "
+                 "\"n_threads\": 1, \"n_prompt\": 0, \"n_gen\": 16, \"avg_ts\": 12.5, "
+                 "\"stddev_ts\": 0.25}]'\n", d);
+    write_file(path, text);
+    chmod(path, 0755);
+}
+
+static void llama_side_by_side(void **s) {
+    (void)s;
+    if (access(MTPLX_SOURCE_DIR "/models/default.gguf", R_OK)) skip();
+    static char out[1 << 16];
+    char cmd[2048], json[512], fake[512], args[600];
+    snprintf(json, sizeof json, "%s/ll.json", dir);
+    snprintf(fake, sizeof fake, "%s/fake", dir);
+    snprintf(args, sizeof args, "%s/fake/args", dir);
+
+    /* the folder given: its llama-bench runs with our threads and tokens */
+    fake_llama(false);
+    snprintf(cmd, sizeof cmd, "bench --quick -t 1 --max-depth 1 --llama-cpp '%s' --json '%s'",
+             fake, json);
+    int rc = prog(cmd, out, sizeof out);
+    if (rc != 0 || !strstr(out, "llama.cpp      12.5") || !strstr(out, "vs llama.cpp: AR "))
+        fail_msg("rc %d:\n%s", rc, out);
+    char *a = NULL;
+    size_t len;
+    assert_int_equal(mtplx_read_file(args, &a, &len), MTPLX_OK);
+    if (!strstr(a, "-t 1 -p 0 -n 16 -r 3 -o json") || !strstr(a, "models/default.gguf"))
+        fail_msg("llama-bench arguments: %s", a);
+    free(a);
+    cJSON *root = read_json(json);
+    const cJSON *res = cJSON_GetObjectItem(root, "results");
+    const cJSON *l = cJSON_GetObjectItem(res, "llama_cpp");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(l, "ran")));
+    assert_true(jnum(l, "tokens_per_s") == 12.5);
+    assert_int_equal((int)jnum(l, "tokens"), 16);
+    const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(res, "configs"), 0);
+    assert_true(fabs(jnum(c0, "vs_llama_cpp") - jnum(c0, "tokens_per_s_median") / 12.5) < 1e-9);
+    cJSON_Delete(root);
+
+    /* the binary through the environment; another GGUF for llama.cpp */
+    char bin[600];
+    snprintf(bin, sizeof bin, "%s/llama-bench", fake);
+    setenv("MTPLX_LLAMA_CPP", bin, 1);
+    rc = prog("bench --quick -t 1 --max-depth 1 --llama-model /x/plain.gguf", out, sizeof out);
+    unsetenv("MTPLX_LLAMA_CPP");
+    if (rc != 0 || !strstr(out, "llama.cpp      12.5")) fail_msg("rc %d:\n%s", rc, out);
+    assert_int_equal(mtplx_read_file(args, &a, &len), MTPLX_OK);
+    if (!strstr(a, "-m /x/plain.gguf -t 1")) fail_msg("llama-bench arguments: %s", a);
+    free(a);
+
+    /* absent, missing or failing: skipped, and the bench still succeeds */
+    rc = prog("bench --quick -t 1 --max-depth 1", out, sizeof out);
+    if (rc != 0 || !strstr(out, "llama.cpp: skipped (no --llama-cpp PATH and no MTPLX_LLAMA_CPP)"))
+        fail_msg("rc %d:\n%s", rc, out);
+    snprintf(cmd, sizeof cmd,
+             "bench --quick -t 1 --max-depth 1 --llama-cpp '%s/none' --json '%s'", dir, json);
+    rc = prog(cmd, out, sizeof out);
+    if (rc != 0 || !strstr(out, "llama.cpp: skipped (") || !strstr(out, "/none does not exist"))
+        fail_msg("rc %d:\n%s", rc, out);
+    root = read_json(json);
+    l = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "results"), "llama_cpp");
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(l, "ran")));
+    assert_true(cJSON_IsString(cJSON_GetObjectItem(l, "skipped")));
+    cJSON_Delete(root);
+    fake_llama(true);
+    snprintf(cmd, sizeof cmd, "bench --quick -t 1 --max-depth 1 --llama-cpp '%s'", fake);
+    rc = prog(cmd, out, sizeof out);
+    if (rc != 0 || !strstr(out, "--strip-mtp") ||
+        !strstr(out, "llama.cpp: skipped (llama-bench failed (exit 1): llama_bench: error: failed "
+                     "to load model)"))
+        fail_msg("rc %d:\n%s", rc, out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(suite_files),  cmocka_unit_test(chi2),
         cmocka_unit_test(compare),      cmocka_unit_test(long_context),
         cmocka_unit_test(math_quick),   cmocka_unit_test(exactness),
+        cmocka_unit_test(llama_parse),  cmocka_unit_test(llama_side_by_side),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -16,8 +16,12 @@ typedef struct bench_opts {
     const char *model_path; /* the resolved model path */
     const char *positions;  /* long-context: "1024,4096,16384" */
     const char *device;     /* --device: "cpu" (NULL) or "cuda" */
+    const char *llama_cpp;  /* --llama-cpp / $MTPLX_LLAMA_CPP, NULL: none */
+    const char *llama_model; /* --llama-model: the GGUF llama.cpp runs (NULL: model_path) */
+    int32_t threads_used;   /* n_threads, or the machine's count when 0 */
     bool quick;
     bool depth_set; /* --max-depth was given */
+    bool has_mtp;   /* the model has MTP heads */
 } bench_opts;
 
 /* The held-out Gutenberg text (../shared/data/gutenberg/valid.txt.xz) beside
@@ -61,6 +65,25 @@ double bench_chi2_sf(double x, double df);
  * with a pooled count < 10 merged into one); *df_out, *tv_out (total
  * variation distance of the empirical distributions). Returns the p-value. */
 double bench_chi2_two_sample(const int *a, const int *b, int k, int *df_out, double *tv_out);
+
+/* llama.cpp's plain decode (llama-bench tg) of the same GGUF: bench_llama.c. */
+typedef struct bench_llama {
+    bool ran;
+    char reason[640];    /* why it was skipped */
+    char binary[4200];
+    char commit[64], model_type[128];
+    double tok_s, stddev;
+    int n_gen, threads;
+} bench_llama;
+/* Run llama-bench (arg: the binary or its folder; NULL or "" = none) on
+ * model with that many threads, tokens and repetitions. False (r->reason
+ * says why, nothing printed) when it could not. */
+bool bench_llama_tg(const char *arg, const char *model, int threads, int n_gen, int reps,
+                    bench_llama *r);
+/* Read the tg row of llama-bench's `-o json` output into r. */
+bool bench_llama_parse(const char *text, bench_llama *r);
+/* {"ran": true, "tokens_per_s": ..., ...} or {"ran": false, "skipped": why}. */
+cJSON *bench_llama_json(const bench_llama *r);
 
 /* `mtplx bench compare A.json B.json` (argv[0] is "compare"). */
 int bench_compare(int argc, char **argv);

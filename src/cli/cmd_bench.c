@@ -10,6 +10,10 @@
  *              the sampled first tokens' distributions under MTP vs AR
  *              (chi-square, bench_suites.c).
  *  long-context, math-quick: bench_suites.c;  `bench compare`: bench_compare.c.
+ * With --llama-cpp PATH (or $MTPLX_LLAMA_CPP) the throughput suite also runs
+ * llama.cpp's plain decode of the same GGUF on as many threads
+ * (bench_llama.c) and prints it beside the AR and MTP rows; absent or
+ * failing, that comparison is reported as skipped.
  * Prompts come from the disclosed files bench/suites/<suite>.json; the
  * throughput / exactness / acceptance prompts are also compiled into
  * tuning.c (tune uses them) and are the fallback outside the source tree.
@@ -25,12 +29,17 @@
 #endif
 
 static void help(void) {
-    printf("usage: mtplx bench [--suite NAME] [-m MODEL] [--json PATH]\n"
+    printf("usage: mtplx bench [--suite NAME] [-m MODEL] [--json PATH] [--llama-cpp PATH]\n"
            "       mtplx bench compare A.json B.json\n\n"
            "  -m, --model PATH     model (default: the built-in model)\n"
            "      --suite NAME     throughput (default), acceptance, exactness, long-context,\n"
            "                       math-quick\n"
            "      --json PATH      also write the results, machine, build and model as JSON\n"
+           "      --llama-cpp PATH throughput: also run llama.cpp's plain decode of the same\n"
+           "                       GGUF (PATH: llama-bench or the folder holding it; default\n"
+           "                       $MTPLX_LLAMA_CPP) and print it beside our rows\n"
+           "      --llama-model P  the GGUF llama.cpp runs instead (llama.cpp refuses MTP\n"
+           "                       tensors: a `forge convert --strip-mtp` copy of -m)\n"
            "  -t, --threads N      threads (default: all cores)\n"
            "      --device D       cpu (default) or cuda (the first GPU)\n"
            "  -n, --tokens N       new tokens per run (default 96; exactness 64;\n"
@@ -179,6 +188,44 @@ static tune_prompt *as_tune(const bench_set *set) {
     return t;
 }
 
+/* llama.cpp's plain decode of the same file, one row under the table, and
+ * each config's tok/s over it (configs: the JSON rows just written). */
+static void throughput_llama(const bench_opts *o, const tune_cfg *cfg, cJSON *configs,
+                             cJSON *res) {
+    bench_llama r;
+    int threads = o->threads_used > 0 ? o->threads_used : 1;
+    fflush(stdout);
+    if (o->llama_cpp && *o->llama_cpp)
+        fprintf(stderr, "mtplx bench: running llama.cpp (%s) on %d threads\n", o->llama_cpp,
+                threads);
+    const char *lm = o->llama_model ? o->llama_model : o->model_path;
+    bench_llama_tg(o->llama_cpp, lm, threads, o->n_tokens, o->reps < 3 ? 3 : o->reps, &r);
+    cJSON *lj = bench_llama_json(&r);
+    cJSON_AddStringToObject(lj, "model", lm);
+    cJSON_AddItemToObject(res, "llama_cpp", lj);
+    if (!r.ran) {
+        printf("llama.cpp: skipped (%s)\n", r.reason);
+        if (strstr(r.reason, "failed to load model") && o->has_mtp && !o->llama_model)
+            printf("llama.cpp: it refuses tensors it does not know, such as MTP heads; `mtplx "
+                   "forge convert MODEL --strip-mtp -o PLAIN.gguf` writes a copy it loads: "
+                   "--llama-model PLAIN.gguf\n");
+        return;
+    }
+    printf("%-8s %9.1f %8s+-%-8.1f %8s %7s %12s  llama-bench tg%d, %d threads, build %s\n",
+           "llama.cpp", r.tok_s, "", r.stddev, "-", "", "", r.n_gen, r.threads, r.commit);
+    printf("vs llama.cpp:");
+    int d = 0;
+    cJSON *j;
+    cJSON_ArrayForEach(j, configs) {
+        double v = cfg[d].median / r.tok_s;
+        if (d) printf("  depth %d %.2fx", d, v);
+        else printf(" AR %.2fx", v);
+        cJSON_AddNumberToObject(j, "vs_llama_cpp", v);
+        d++;
+    }
+    printf("\n");
+}
+
 static int suite_throughput(mtplx_model *m, const bench_opts *o, cJSON *res) {
     bench_set set;
     if (!bench_set_load(o, "throughput", true, &set)) return EXIT_RUNTIME;
@@ -235,6 +282,7 @@ static int suite_throughput(mtplx_model *m, const bench_opts *o, cJSON *res) {
         cJSON_AddItemToObject(j, "acceptance", json_acc(c->drafted, c->accepted, d));
         cJSON_AddItemToArray(arr, j);
     }
+    throughput_llama(o, cfg, arr, res);
     return EXIT_OK;
 }
 
@@ -379,7 +427,7 @@ static int suite_exactness(mtplx_model *m, const bench_opts *o, cJSON *res) {
 int cmd_bench(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "compare")) return bench_compare(argc - 1, argv + 1);
     enum { O_SUITE = 256, O_JSON, O_REPS, O_DEPTH, O_TEXT, O_PROMPTS, O_QUICK, O_POS, O_SAMPLES, O_SDIR,
-           O_DEVICE };
+           O_DEVICE, O_LLAMA, O_LMODEL };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},    {"suite", required_argument, 0, O_SUITE},
         {"json", required_argument, 0, O_JSON},  {"threads", required_argument, 0, 't'},
@@ -388,6 +436,8 @@ int cmd_bench(int argc, char **argv) {
         {"prompts", required_argument, 0, O_PROMPTS}, {"quick", no_argument, 0, O_QUICK},
         {"positions", required_argument, 0, O_POS}, {"samples", required_argument, 0, O_SAMPLES},
         {"suites-dir", required_argument, 0, O_SDIR}, {"device", required_argument, 0, O_DEVICE},
+        {"llama-cpp", required_argument, 0, O_LLAMA},
+        {"llama-model", required_argument, 0, O_LMODEL},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *model_arg = NULL, *suite = "throughput", *json_path = NULL;
     bench_opts o = {.max_depth = 4, .n_tokens = 0, .reps = 3};
@@ -406,6 +456,8 @@ int cmd_bench(int argc, char **argv) {
         case O_DEVICE:
             if (!cli_parse_device("bench", optarg, &o.device)) return EXIT_USAGE;
             break;
+        case O_LLAMA: o.llama_cpp = optarg; break;
+        case O_LMODEL: o.llama_model = optarg; break;
         case O_SAMPLES:
             if (!cli_parse_int("bench", "--samples", optarg, 0, 1000000, &iv)) return EXIT_USAGE;
             o.samples = iv ? (int32_t)iv : -1;
@@ -436,6 +488,7 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     if (optind < argc) return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
+    if (!o.llama_cpp) o.llama_cpp = getenv("MTPLX_LLAMA_CPP");
     int (*fn)(mtplx_model *, const bench_opts *, cJSON *) = NULL;
     if (!strcmp(suite, "throughput")) fn = suite_throughput;
     else if (!strcmp(suite, "acceptance")) fn = suite_acceptance;
@@ -470,6 +523,8 @@ int cmd_bench(int argc, char **argv) {
     if (info.n_mtp == 0) o.max_depth = 0;
     mtplx_hwinfo hw;
     mtplx_hwinfo_detect(&hw);
+    o.threads_used = o.n_threads > 0 ? o.n_threads : hw.n_threads;
+    o.has_mtp = info.n_mtp > 0;
     fprintf(stderr, "mtplx bench %s: %s (%s, %s) on %s, %d threads\n", suite, path, info.arch,
             info.weight_type, hw.cpu_model, o.n_threads > 0 ? o.n_threads : hw.n_threads);
 

@@ -15,6 +15,20 @@
  * passes over them (prefill and n > NT_MAX). */
 #define PREP_GROUP_BYTES (24 * 1024)
 
+/* Pins v in a register at this point. Without it GCC reassociates the long
+ * integer add chains below into a tree: it computes every product of a block
+ * first, spills them to the stack and sums them afterwards, which costs more
+ * than the products themselves once several tokens share a tile. */
+#define KEEP(v) __asm__("" : "+x"(v))
+
+/* Tiles are read as one stream; a software prefetch this many bytes ahead,
+ * one per 64-72 bytes of tiles, keeps more lines in flight than the hardware
+ * prefetcher alone (measured on a 0.6B shape, 1 thread, Zen 3: decode +15-30%
+ * on Q8_0 / Q4_K, and n = 4 verification -20%). Prefetching past the end of
+ * the weights is harmless: a prefetch never faults. */
+#define PREP_PREFETCH_BYTES 2048
+AI void pf(const void *p) { _mm_prefetch((const char *)p + PREP_PREFETCH_BYTES, _MM_HINT_T0); }
+
 AI __m256i bcast4(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
@@ -52,12 +66,14 @@ AI void prep_q8_0_group(const mm_args *a, const tile_q8_0 *tl, int64_t g, int64_
         for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_si256();
         UNROLL
         for (int c = 0; c < 8; c++) {
+            if (c % 2 == 0) pf(T->qs[c]);
             const __m256i w = _mm256_loadu_si256((const __m256i *)T->qs[c]);
             const __m256i aw = _mm256_abs_epi8(w);
             UNROLL
             for (int t = 0; t < nt; t++) {
                 __m256i xv = _mm256_sign_epi8(bcast4(xq + t * k + b * QK8_0 + 4 * c), w);
                 s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xv), ones));
+                KEEP(s[t]);
             }
         }
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)T->d));
@@ -86,6 +102,7 @@ AI void prep_q4_0_group(const mm_args *a, const tile_q4_0 *tl, int64_t g, int64_
         for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_si256();
         UNROLL
         for (int c = 0; c < 4; c++) {
+            if (c % 2 == 0) pf(T->qs[c]);
             const __m256i v = _mm256_loadu_si256((const __m256i *)T->qs[c]);
             const __m256i lo = _mm256_and_si256(v, m4);
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
@@ -94,6 +111,7 @@ AI void prep_q4_0_group(const mm_args *a, const tile_q4_0 *tl, int64_t g, int64_
                 const int8_t *x = xq + t * k + b * QK4_0 + 4 * c;
                 s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(lo, bcast4(x)));
                 s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(hi, bcast4(x + 16)));
+                KEEP(s[t]);
             }
         }
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)T->d));
@@ -137,13 +155,16 @@ AI void prep_q4_K_group(const mm_args *a, const tile_q4_K *tl, int64_t g, int64_
                 for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_si256();
                 UNROLL
                 for (int c = 0; c < 8; c++) {
+                    if (h == 0 && c % 2 == 0) pf(T->qs[j][c]);
                     __m256i v = _mm256_loadu_si256((const __m256i *)T->qs[j][c]);
                     v = _mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, m4);
                     UNROLL
-                    for (int t = 0; t < nt; t++)
+                    for (int t = 0; t < nt; t++) {
                         s[t] = _mm256_add_epi16(
                             s[t], _mm256_maddubs_epi16(
                                       v, bcast4(xq + t * k + b * QK_K + 64 * j + 32 * h + 4 * c)));
+                        KEEP(s[t]);
+                    }
                 }
                 const __m256i sc = scale_pairs(T->sc[2 * j + h]);
                 UNROLL
