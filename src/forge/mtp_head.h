@@ -11,8 +11,11 @@
  * position j), as in tools/train_default.py. Loss per row: KL(p || q) with p
  * the trunk's distribution; d loss / d logits = q - p.
  *
+ * The frozen lm_head may be given quantized (head_frozen): the int8 kernels
+ * then compute the logits and d norm(x2); the head's own weights, activations
+ * and gradients stay f32.
  * Deliberately left out: MiMo's [hidden, emb] order (training writes the
- * Qwen3-Next order only), mixed precision, batching several windows. */
+ * Qwen3-Next order only), batching several windows. */
 #ifndef MTPLX_FORGE_MTP_HEAD_H
 #define MTPLX_FORGE_MTP_HEAD_H
 

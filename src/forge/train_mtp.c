@@ -23,8 +23,18 @@
  * scale the copied layer was trained on); the head's final norm is the
  * trunk's output norm. The lm_head stays the model's own.
  *
- * Left out: batches of several windows per step, mixed precision, MiMo's
- * [hidden, emb] order. */
+ * Speed: a step is one window, every row of it at once (one trunk forward,
+ * GEMMs of S rows through the library's matmul on the thread pool). The
+ * lm_head products, most of the work, go through the int8 kernels: the
+ * targets are the logits of the runtime's own forward, the head's logits use
+ * the model's own (quantized) output weight, i.e. what the runtime drafts and
+ * verifies with, and the backward's d logits . Wout uses a Q8_0 copy of
+ * Wout^T (--f32-lm-head: all three in f32, the reference the gradient test
+ * checks). Results depend on the seed and the thread count only.
+ *
+ * Left out: batches of several windows per step, caching the trunk across
+ * epochs (one pass over the text is the use case), MiMo's [hidden, emb]
+ * order. */
 #include "forge/forge.h"
 #include "forge/mtp_head.h"
 
