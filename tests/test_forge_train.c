@@ -3,7 +3,8 @@
  *    tiny random head (qk-norm, biases, GQA, NeoX RoPE, depth 2 unrolled);
  *  - a bounded train-mtp run on the tiny HF Qwen3 fixture: held-out KL falls
  *    at every depth, greedy MTP == AR, acceptance beats a random head's;
- *  - checkpoint + resume gives the same head as an uninterrupted run. */
+ *  - checkpoint + resume gives the same head as an uninterrupted run, and
+ *    2 threads the same as 1. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -244,6 +245,11 @@ static void test_checkpoint_resume(void **state) {
     assert_int_equal(mtplx_forge_train_mtp(FIXTURE, &p, NULL), MTPLX_OK);
     assert_true(access(ck, F_OK) == 0 && access(opt, F_OK) == 0);
     assert_true(same_head(full, part)); /* checkpointing changes nothing */
+    p.checkpoint_every = 0;
+    p.n_threads = 2;
+    assert_int_equal(mtplx_forge_train_mtp(FIXTURE, &p, NULL), MTPLX_OK);
+    assert_true(same_head(full, part)); /* nor does the thread count */
+    p.n_threads = 1;
     p.out_path = res;
     p.checkpoint_every = 0;
     p.resume = ck;
