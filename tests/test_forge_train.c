@@ -3,7 +3,8 @@
  *    tiny random head (qk-norm, biases, GQA, NeoX RoPE, depth 2 unrolled);
  *  - a bounded train-mtp run on the tiny HF Qwen3 fixture: held-out KL falls
  *    at every depth, greedy MTP == AR, acceptance beats a random head's;
- *  - checkpoint + resume gives the same head as an uninterrupted run. */
+ *  - checkpoint + resume gives the same head as an uninterrupted run, and
+ *    2 threads the same as 1. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,7 +49,9 @@ typedef struct gc {
     head_stream st[K];
     float dg[T * E];
     int32_t tok[T + K];
-    float h[T * E], p[(T + K) * V];
+    float h[T * E], p[(T + K) * V], logits[(T + K) * V];
+    double negent[T + K];
+    int32_t top[T + K];
 } gc;
 
 static double loss_of(gc *g, const float *w) {
@@ -56,7 +59,8 @@ static double loss_of(gc *g, const float *w) {
     for (int d = 1; d <= K; d++) {
         g->st[d - 1].tok = g->tok + d;
         g->st[d - 1].g_in = d == 1 ? g->h : g->st[d - 2].x2;
-        head_forward(&g->L, w, &g->fz, &g->wk, &g->st[d - 1], g->p + d * V, 1.0f / (T * K));
+        head_target tg = {g->p + d * V, g->negent + d, g->top + d};
+        head_forward(&g->L, w, &g->fz, &g->wk, &g->st[d - 1], &tg, 1.0f / (T * K));
         tot += g->st[d - 1].loss / (T * K);
     }
     return tot;
@@ -82,10 +86,12 @@ static void test_gradient_check(void **state) {
     g->fz = (head_frozen){.wout = wout, .woutT = woutT, .embed = embed};
     for (int i = 0; i < T + K; i++) g->tok[i] = (int32_t)(fabsf(randn()) * 97) % V;
     for (int i = 0; i < T * E; i++) g->h[i] = 3 * randn();
-    for (int r = 0; r < T + K; r++) { /* random target distributions */
-        float sum = 0;
-        for (int c = 0; c < V; c++) sum += (g->p[r * V + c] = expf(2 * randn()));
-        for (int c = 0; c < V; c++) g->p[r * V + c] /= sum;
+    for (int i = 0; i < (T + K) * V; i++) g->logits[i] = 2 * randn(); /* random targets */
+    head_targets(tp, g->logits, T + K, V, g->p, g->negent, g->top);
+    for (int r = 0; r < T + K; r++) { /* negent = sum p log p, computed here the slow way */
+        double ne = 0;
+        for (int c = 0; c < V; c++) ne += g->p[r * V + c] * log(g->p[r * V + c]);
+        assert_float_equal(g->negent[r], ne, 1e-5);
     }
     size_t n = g->L.n;
     float *w = malloc(n * sizeof(float)), *grad = calloc(n, sizeof(float));
@@ -239,6 +245,11 @@ static void test_checkpoint_resume(void **state) {
     assert_int_equal(mtplx_forge_train_mtp(FIXTURE, &p, NULL), MTPLX_OK);
     assert_true(access(ck, F_OK) == 0 && access(opt, F_OK) == 0);
     assert_true(same_head(full, part)); /* checkpointing changes nothing */
+    p.checkpoint_every = 0;
+    p.n_threads = 2;
+    assert_int_equal(mtplx_forge_train_mtp(FIXTURE, &p, NULL), MTPLX_OK);
+    assert_true(same_head(full, part)); /* nor does the thread count */
+    p.n_threads = 1;
     p.out_path = res;
     p.checkpoint_every = 0;
     p.resume = ck;

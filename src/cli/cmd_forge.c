@@ -36,7 +36,10 @@ static void help(void) {
            "  -j, --threads N        threads (default: all cores)\n"
            "  --checkpoint-every N   write OUT.ckpt.gguf (+ .opt optimizer state) every N steps\n"
            "  --resume CKPT          continue from a checkpoint GGUF (reads CKPT.opt)\n"
-           "  --bf16                 store the head's matrices as BF16 (default F32)\n\n"
+           "  --bf16                 store the head's matrices as BF16 (default F32)\n"
+           "  --f32-lm-head          lm_head products in f32 (default: the model's own lm_head\n"
+           "                         and a Q8_0 copy of its transpose, through the int8 kernels)\n"
+           "  --seed N               data order seed (default 1234)\n\n"
            "verify: acceptance per draft position, tokens per forward, AR vs MTP tok/s, and\n"
            "whether greedy MTP text equals greedy AR text.\n"
            "  --data FILE            prompts from this text (default: built-in prompts)\n"
@@ -232,7 +235,7 @@ static void train_progress(const mtplx_train_progress *p, void *user) {
 }
 
 static int do_train(int argc, char **argv) {
-    enum { O_DATA = 256, O_DEPTH, O_STEPS, O_SEQ, O_LR, O_RESUME, O_CKPT, O_BF16, O_SEED };
+    enum { O_DATA = 256, O_DEPTH, O_STEPS, O_SEQ, O_LR, O_RESUME, O_CKPT, O_BF16, O_SEED, O_F32LM };
     static const struct option opts[] = {{"data", required_argument, 0, O_DATA},
                                          {"output", required_argument, 0, 'o'},
                                          {"depth", required_argument, 0, O_DEPTH},
@@ -243,6 +246,7 @@ static int do_train(int argc, char **argv) {
                                          {"resume", required_argument, 0, O_RESUME},
                                          {"checkpoint-every", required_argument, 0, O_CKPT},
                                          {"bf16", no_argument, 0, O_BF16},
+                                         {"f32-lm-head", no_argument, 0, O_F32LM},
                                          {"seed", required_argument, 0, O_SEED},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -281,6 +285,7 @@ static int do_train(int argc, char **argv) {
             tp.checkpoint_every = v;
             break;
         case O_BF16: tp.head_bf16 = true; break;
+        case O_F32LM: tp.f32_lm_head = true; break;
         case O_SEED:
             if (!cli_parse_int("forge", "--seed", optarg, 0, 1L << 62, &v)) return EXIT_USAGE;
             tp.seed = (uint64_t)v;

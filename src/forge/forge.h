@@ -54,6 +54,7 @@ typedef struct mtplx_train_params {
     int64_t checkpoint_every;/* 0 = none; checkpoints go to "<out>.ckpt.gguf" (+ ".opt") */
     bool head_bf16;          /* store head matrices as BF16 (default F32) */
     bool init_random;        /* small random head instead of the trunk-layer copy (baselines) */
+    bool f32_lm_head;        /* lm_head products in f32 (default: the int8 kernels, ~4x faster) */
     uint64_t seed;
     int32_t eval_windows;    /* held-out windows for the before / after loss */
     void (*progress)(const mtplx_train_progress *p, void *user);

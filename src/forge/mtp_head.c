@@ -89,8 +89,19 @@ mtplx_status head_work_init(head_work *w, const head_shape *s, int64_t T, mtplx_
     w->xt = malloc(act * sizeof(float));
     w->dyt = malloc(act * sizeof(float));
     w->logits = malloc((size_t)(T * s->V) * sizeof(float));
-    w->mm_scratch = mtplx_aligned_alloc(64, mtplx_matmul_scratch_size(MTPLX_TYPE_F32, mw, T) + 64);
-    bool ok = w->wt && w->tmp && w->xt && w->dyt && w->logits && w->mm_scratch;
+    w->row_loss = malloc((size_t)T * sizeof(double));
+    w->row_top = malloc((size_t)T * sizeof(int32_t));
+    size_t scr = 0;
+    const int types[] = {MTPLX_TYPE_F32, MTPLX_TYPE_Q8_0, MTPLX_TYPE_Q4_K};
+    const int64_t ks[] = {mw, s->E, s->V};
+    for (size_t i = 0; i < 3; i++)
+        for (size_t j = 0; j < 3; j++) {
+            size_t z = mtplx_matmul_scratch_size(types[i], ks[j], T);
+            if (z > scr) scr = z;
+        }
+    w->mm_scratch = mtplx_aligned_alloc(64, scr + 64);
+    bool ok = w->wt && w->tmp && w->xt && w->dyt && w->logits && w->row_loss && w->row_top &&
+              w->mm_scratch;
     for (int i = 0; i < 12 && ok; i++) ok = (w->g[i] = calloc(act, sizeof(float))) != NULL;
     if (!ok) {
         head_work_free(w);
@@ -105,6 +116,8 @@ void head_work_free(head_work *w) {
     free(w->xt);
     free(w->dyt);
     free(w->logits);
+    free(w->row_loss);
+    free(w->row_top);
     free(w->mm_scratch);
     for (int i = 0; i < 12; i++) free(w->g[i]);
     memset(w, 0, sizeof *w);
@@ -116,6 +129,15 @@ void head_work_free(head_work *w) {
 static void mm(head_work *wk, const float *W, int64_t m, int64_t k, const float *x, int64_t n,
                float *y) {
     mtplx_matmul(wk->tp, MTPLX_TYPE_F32, W, m, k, x, n, y, wk->mm_scratch);
+}
+
+/* y [n][m] = x [n][k] . W^T with a frozen matrix: its quantized copy q
+ * (prepared layout prep, or plain rows) when there is one, else f32 W. */
+static void mm_frozen(head_work *wk, const float *W, const void *q, const void *prep, int type,
+                      int64_t m, int64_t k, const float *x, int64_t n, float *y) {
+    if (prep) mtplx_matmul_prepared(wk->tp, type, prep, m, k, x, n, y, wk->mm_scratch);
+    else if (q) mtplx_matmul(wk->tp, type, q, m, k, x, n, y, wk->mm_scratch);
+    else mm(wk, W, m, k, x, n, y);
 }
 
 static void transpose(const float *a, int64_t rows, int64_t cols, float *out) {
@@ -274,10 +296,79 @@ static void att_back_worker(void *arg, int ith, int nth) {
     }
 }
 
+/* ---- targets and the KL loss, threaded over rows ---- */
+
+typedef struct row_task {
+    const float *logits; /* head_targets: input logits; loss: NULL */
+    float *lg;           /* loss: logits in, d KL / d logits out */
+    const head_target *tg;
+    float *p;
+    double *negent, *loss;
+    int32_t *top;
+    int64_t T, V;
+    float scale;
+} row_task;
+
+static int64_t argmax_row(const float *x, int64_t n) {
+    int64_t am = 0;
+    for (int64_t c = 1; c < n; c++)
+        if (x[c] > x[am]) am = c;
+    return am;
+}
+
+static double dot_row(const float *a, const float *b, int64_t n) {
+    double s = 0;
+    for (int64_t c0 = 0; c0 < n; c0 += 64) { /* float partial sums of 64, summed in double */
+        float part = 0;
+        for (int64_t c = c0; c < n && c < c0 + 64; c++) part += a[c] * b[c];
+        s += part;
+    }
+    return s;
+}
+
+/* softmax: lse = lg[top] - log p[top], so sum p log p = sum p lg - lse. */
+static void targets_worker(void *arg, int ith, int nth) {
+    const row_task *a = arg;
+    for (int64_t i = ith; i < a->T; i += nth) {
+        const float *lg = a->logits + i * a->V;
+        float *p = a->p + i * a->V;
+        int64_t am = argmax_row(lg, a->V);
+        memcpy(p, lg, (size_t)a->V * sizeof(float));
+        mtplx_softmax(p, a->V);
+        double lse = (double)lg[am] - log((double)p[am]);
+        a->negent[i] = dot_row(p, lg, a->V) - lse;
+        a->top[i] = (int32_t)am;
+    }
+}
+
+void head_targets(mtplx_threadpool *tp, const float *logits, int64_t T, int64_t V, float *p,
+                  double *negent, int32_t *top) {
+    row_task a = {.logits = logits, .p = p, .negent = negent, .top = top, .T = T, .V = V};
+    if (tp) mtplx_threadpool_run(tp, targets_worker, &a);
+    else targets_worker(&a, 0, 1);
+}
+
+/* KL(p || q) = negent - sum p lg + lse(lg); lg becomes scale (q - p). */
+static void loss_worker(void *arg, int ith, int nth) {
+    const row_task *a = arg;
+    for (int64_t i = ith; i < a->T; i += nth) {
+        float *lg = a->lg + i * a->V;
+        const float *pi = a->tg->p + i * a->V;
+        int64_t am = argmax_row(lg, a->V);
+        double pl = dot_row(pi, lg, a->V), mx = lg[am];
+        mtplx_softmax(lg, a->V);
+        MTPLX_ASSERT(lg[am] > 0); /* the max term alone contributes exp(0) = 1 */
+        double lse = mx - log((double)lg[am]);
+        a->loss[i] = a->tg->negent[i] - pl + lse;
+        a->top[i] = (int32_t)am;
+        for (int64_t c = 0; c < a->V; c++) lg[c] = a->scale * (lg[c] - pi[c]);
+    }
+}
+
 /* ---- forward ---- */
 
 void head_forward(const head_layout *L, const float *w, const head_frozen *fz, head_work *wk,
-                  head_stream *st, const float *p, float scale) {
+                  head_stream *st, const head_target *tg, float scale) {
     const head_shape *s = &L->s;
     int64_t T = st->T, E = s->E, qd = s->H * s->D, kd = s->KVH * s->D, F = s->F, V = s->V;
     float eps = s->eps;
@@ -320,32 +411,20 @@ void head_forward(const head_layout *L, const float *w, const head_frozen *fz, h
     add_to(st->x2, st->x1, T * E);
     /* shared head */
     rmsnorm(st->x2, PW(L, w, HP_NORM), st->y, T, E, eps);
-    if (!p) return;
-    mm(wk, fz->wout, V, E, st->y, T, wk->logits);
+    if (!tg) return;
+    mm_frozen(wk, fz->wout, fz->wout_q, fz->wout_q_prep, fz->wout_q_type, V, E, st->y, T,
+              wk->logits);
+    row_task rt = {.lg = wk->logits, .tg = tg, .loss = wk->row_loss, .top = wk->row_top, .T = T,
+                   .V = V, .scale = scale};
+    mtplx_threadpool_run(wk->tp, loss_worker, &rt);
     st->loss = 0;
     st->agree = 0;
     for (int64_t i = 0; i < T; i++) {
-        float *lg = wk->logits + i * V;
-        const float *pi = p + i * V;
-        float mx = -INFINITY;
-        int64_t am = 0, pm = 0;
-        for (int64_t c = 0; c < V; c++) {
-            if (lg[c] > mx) mx = lg[c], am = c;
-            if (pi[c] > pi[pm]) pm = c;
-        }
-        double sum = 0;
-        for (int64_t c = 0; c < V; c++) sum += exp((double)(lg[c] - mx));
-        MTPLX_ASSERT(sum >= 1.0); /* the max term alone contributes exp(0) = 1 */
-        double lse = mx + log(sum), kl = 0;
-        for (int64_t c = 0; c < V; c++) {
-            double lq = lg[c] - lse;
-            if (pi[c] > 0) kl += pi[c] * (log((double)pi[c]) - lq);
-            lg[c] = scale * (float)(exp(lq) - pi[c]); /* d KL / d logits */
-        }
-        st->loss += kl;
-        st->agree += am == pm;
+        st->loss += wk->row_loss[i];
+        st->agree += wk->row_top[i] == tg->top[i];
     }
-    mm(wk, fz->woutT, E, V, wk->logits, T, st->dy);
+    mm_frozen(wk, fz->woutT, fz->woutT_q, fz->woutT_q_prep, fz->woutT_q_type, E, V, wk->logits, T,
+              st->dy);
 }
 
 /* ---- backward ---- */

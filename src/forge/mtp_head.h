@@ -11,8 +11,11 @@
  * position j), as in tools/train_default.py. Loss per row: KL(p || q) with p
  * the trunk's distribution; d loss / d logits = q - p.
  *
+ * The frozen lm_head may be given quantized (head_frozen): the int8 kernels
+ * then compute the logits and d norm(x2); the head's own weights, activations
+ * and gradients stay f32.
  * Deliberately left out: MiMo's [hidden, emb] order (training writes the
- * Qwen3-Next order only), mixed precision, batching several windows. */
+ * Qwen3-Next order only), batching several windows. */
 #ifndef MTPLX_FORGE_MTP_HEAD_H
 #define MTPLX_FORGE_MTP_HEAD_H
 
@@ -71,7 +74,9 @@ typedef struct head_work {
     float *wt, *xt, *dyt, *tmp; /* transposes and a dW temporary */
     float *logits;              /* [T][V] */
     float *g[12];               /* [T][maxw] activation gradients */
-    void *mm_scratch;
+    double *row_loss;           /* [T] KL of each row (summed in row order: deterministic) */
+    int32_t *row_top;           /* [T] argmax of each row's logits */
+    void *mm_scratch;           /* big enough for F32, Q8_0 and Q8_K partners up to k = V */
 } head_work;
 
 mtplx_status head_work_init(head_work *w, const head_shape *s, int64_t T, mtplx_threadpool *tp);
@@ -81,16 +86,38 @@ void head_work_free(head_work *w);
 typedef struct head_frozen {
     const float *wout;  /* [V][E] f32 lm_head */
     const float *woutT; /* [E][V] its transpose (backward) */
+    /* Optional faster copies (NULL: the f32 ones are used). wout_q: the
+     * lm_head [V][E] in wout_q_type (the model's own output weight, so the
+     * training forward computes the logits the runtime drafts with), with
+     * its prepared layout wout_q_prep or NULL. woutT_q: woutT [E][V] in
+     * woutT_q_type (Q8_0) for the backward's d norm(x2) = d logits . Wout,
+     * prepared as woutT_q_prep or NULL. All borrowed. */
+    const void *wout_q, *wout_q_prep, *woutT_q, *woutT_q_prep;
+    int wout_q_type, woutT_q_type;
     /* embedding row of token id into out [E] */
     void (*embed)(void *user, int32_t id, float *out);
     void *user;
 } head_frozen;
 
-/* Forward of one stream over tok/g_in (set in st) with parameters w. When p
- * (target distributions [T][V]) is given, computes st->loss / st->agree and
+/* Target distributions of T rows: p [T][V], negent [T] = sum_c p log p
+ * (so KL(p || q) = negent - sum_c p log q needs no log per element), top [T]
+ * = argmax p. All borrowed. */
+typedef struct head_target {
+    const float *p;
+    const double *negent;
+    const int32_t *top;
+} head_target;
+
+/* From logits [T][V]: p [T][V] = softmax rows, negent [T], top [T]. p must
+ * not alias logits. Threaded over rows on tp (may be NULL). */
+void head_targets(mtplx_threadpool *tp, const float *logits, int64_t T, int64_t V, float *p,
+                  double *negent, int32_t *top);
+
+/* Forward of one stream over tok/g_in (set in st) with parameters w. When tg
+ * (targets of the T rows) is given, computes st->loss / st->agree and
  * st->dy = scale * d KL / d norm(x2) [T][E]. */
 void head_forward(const head_layout *L, const float *w, const head_frozen *fz, head_work *wk,
-                  head_stream *st, const float *p, float scale);
+                  head_stream *st, const head_target *tg, float scale);
 /* Backward of one stream: dx2_extra [T][E] (gradient reaching x2 from the
  * next depth, may be NULL) plus st->dy; accumulates parameter gradients into
  * grad and writes d loss / d g_in into dg_in [T][E] (may be NULL). */

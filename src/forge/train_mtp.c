@@ -23,8 +23,18 @@
  * scale the copied layer was trained on); the head's final norm is the
  * trunk's output norm. The lm_head stays the model's own.
  *
- * Left out: batches of several windows per step, mixed precision, MiMo's
- * [hidden, emb] order. */
+ * Speed: a step is one window, every row of it at once (one trunk forward,
+ * GEMMs of S rows through the library's matmul on the thread pool). The
+ * lm_head products, most of the work, go through the int8 kernels: the
+ * targets are the logits of the runtime's own forward, the head's logits use
+ * the model's own (quantized) output weight, i.e. what the runtime drafts and
+ * verifies with, and the backward's d logits . Wout uses a Q8_0 copy of
+ * Wout^T (--f32-lm-head: all three in f32, the reference the gradient test
+ * checks). Results depend on the seed and the thread count only.
+ *
+ * Left out: batches of several windows per step, caching the trunk across
+ * epochs (one pass over the text is the use case), MiMo's [hidden, emb]
+ * order. */
 #include "forge/forge.h"
 #include "forge/mtp_head.h"
 
@@ -56,6 +66,10 @@ typedef struct trainer {
     int32_t *toks;
     size_t n_toks, n_train;/* training windows start below n_train - (S + K) */
     float *hid, *probs;    /* [S+K][E] trunk hidden, [S+K][V] trunk distributions */
+    double *negent;        /* [S+K] sum p log p of each row of probs */
+    int32_t *top;          /* [S+K] argmax of each row of probs */
+    void *woutT_q;         /* woutT [E][V] as Q8_0 (plain rows), or NULL */
+    void *woutT_prep;      /* the same, prepared, or NULL */
     head_stream st[MTPLX_TRAIN_MAX_DEPTH];
     float *dg[MTPLX_TRAIN_MAX_DEPTH]; /* dg[d]: gradient at stream d+1's output from depth d+2 */
     head_work wk;
@@ -88,17 +102,18 @@ static uint64_t next_rand(uint64_t *s) {
 static mtplx_status trunk(trainer *tr, const int32_t *win) {
     int64_t n = tr->S + tr->K, E = tr->E, V = tr->V;
     MTPLX_TRY(mtplx_ctx_truncate(tr->ctx, 0));
-    MTPLX_TRY(mtplx_forward(tr->ctx, win, (int32_t)n, false));
-    memcpy(tr->hid, tr->ctx->acts.hidden, (size_t)(n * E) * sizeof(float));
-    /* trunk distributions for rows 1..n-1 (row j+d is the target of stream d row j) */
-    float *xn = tr->wk.g[0]; /* [n][E] fits in [S][maxw] for n <= 2S */
-    for (int64_t r0 = 1; r0 < n; r0 += tr->S) {
-        int64_t cnt = n - r0 < tr->S ? n - r0 : tr->S;
-        mtplx_rmsnorm(tr->hid + r0 * E, tr->m->output_norm, xn, cnt, E, tr->m->hp.norm_eps);
-        mtplx_matmul(tr->tp, MTPLX_TYPE_F32, tr->wout, V, E, xn, cnt, tr->probs + r0 * V,
-                     tr->wk.mm_scratch);
+    /* in chunks: the context keeps all logits for at most acts.n_logits rows
+     * (results do not depend on the chunking: the kernels are batch invariant) */
+    for (int64_t r0 = 0, ch = tr->ctx->acts.n_logits; r0 < n; r0 += ch) {
+        int64_t cnt = n - r0 < ch ? n - r0 : ch;
+        MTPLX_TRY(mtplx_forward(tr->ctx, win + r0, (int32_t)cnt, true));
+        memcpy(tr->hid + r0 * E, tr->ctx->acts.hidden, (size_t)(cnt * E) * sizeof(float));
+        /* trunk distributions (row j+d is the target of stream d row j; row 0 is
+         * nobody's): the logits the runtime's verifier computes */
+        int64_t skip = r0 == 0;
+        head_targets(tr->tp, mtplx_logits(tr->ctx, (int32_t)skip), cnt - skip, V,
+                     tr->probs + (r0 + skip) * V, tr->negent + r0 + skip, tr->top + r0 + skip);
     }
-    for (int64_t r = 1; r < n; r++) mtplx_softmax(tr->probs + r * V, V);
     return MTPLX_OK;
 }
 
@@ -113,7 +128,8 @@ static mtplx_status run_window(trainer *tr, const int32_t *win, bool backward, d
         head_stream *st = &tr->st[d - 1];
         st->tok = win + d;
         st->g_in = d == 1 ? tr->hid : tr->st[d - 2].x2;
-        head_forward(&tr->L, tr->w, &tr->fz, &tr->wk, st, tr->probs + d * tr->V, scale);
+        head_target tg = {tr->probs + d * tr->V, tr->negent + d, tr->top + d};
+        head_forward(&tr->L, tr->w, &tr->fz, &tr->wk, st, &tg, scale);
         loss[d - 1] = st->loss / (double)S;
         agree[d - 1] = (double)st->agree / (double)S;
     }
@@ -344,6 +360,33 @@ static mtplx_status checkpoint(const trainer *tr) {
 
 /* ---- setup ---- */
 
+/* The lm_head products through the int8 kernels (about 4x the f32 ones on
+ * AVX2, and they are most of a step's work): the head's logits with the
+ * model's own output weight (what the runtime drafts with), the backward's
+ * d logits . Wout with a Q8_0 copy of Wout^T (rows of V; needs V % 32 == 0). */
+static mtplx_status fast_lm_head(trainer *tr) {
+    const mtplx_weight *o = &tr->m->output;
+    tr->fz.wout_q = o->data;
+    tr->fz.wout_q_prep = o->prep;
+    tr->fz.wout_q_type = o->type;
+    int64_t E = tr->E, V = tr->V;
+    if (V % 32) return MTPLX_OK;
+    size_t rs = mtplx_row_size(MTPLX_TYPE_Q8_0, V), ps = mtplx_weight_prepared_size(MTPLX_TYPE_Q8_0, E, V);
+    if (!(tr->woutT_q = malloc(rs * (size_t)E)))
+        return mtplx_fail(MTPLX_ERR_NOMEM, "train-mtp: out of memory");
+    for (int64_t r = 0; r < E; r++)
+        mtplx_quantize_row(MTPLX_TYPE_Q8_0, tr->woutT + r * V, (char *)tr->woutT_q + (size_t)r * rs, V);
+    if (ps) {
+        if (!(tr->woutT_prep = mtplx_aligned_alloc(64, ps)))
+            return mtplx_fail(MTPLX_ERR_NOMEM, "train-mtp: out of memory");
+        mtplx_weight_prepare(MTPLX_TYPE_Q8_0, tr->woutT_q, E, V, tr->woutT_prep);
+    }
+    tr->fz.woutT_q = tr->woutT_q;
+    tr->fz.woutT_q_prep = tr->woutT_prep;
+    tr->fz.woutT_q_type = MTPLX_TYPE_Q8_0;
+    return MTPLX_OK;
+}
+
 static mtplx_status load_data(trainer *tr) {
     const mtplx_train_params *p = tr->p;
     char *text = NULL;
@@ -394,12 +437,16 @@ static mtplx_status setup(trainer *tr, const char *model_path) {
     tr->woutT = malloc(V * E * sizeof(float));
     tr->hid = malloc(rows * E * sizeof(float));
     tr->probs = calloc(rows * V, sizeof(float));
-    if (!tr->w || !tr->grad || !tr->adam_m || !tr->adam_v || !tr->wout || !tr->woutT || !tr->hid || !tr->probs)
+    tr->negent = calloc(rows, sizeof(double));
+    tr->top = calloc(rows, sizeof(int32_t));
+    if (!tr->w || !tr->grad || !tr->adam_m || !tr->adam_v || !tr->wout || !tr->woutT || !tr->hid ||
+        !tr->probs || !tr->negent || !tr->top)
         return mtplx_fail(MTPLX_ERR_NOMEM, "train-mtp: out of memory");
     weight_to_f32(&m->output, tr->wout);
     for (size_t r = 0; r < V; r++)
         for (size_t c = 0; c < E; c++) tr->woutT[c * V + r] = tr->wout[r * E + c];
     tr->fz = (head_frozen){.wout = tr->wout, .woutT = tr->woutT, .embed = embed_row, .user = tr->m};
+    if (!p->f32_lm_head) MTPLX_TRY(fast_lm_head(tr));
     MTPLX_TRY(mtplx_threadpool_new(p->n_threads > 0 ? p->n_threads : mtplx_cpu_features()->n_cores, &tr->tp));
     MTPLX_TRY(head_work_init(&tr->wk, &hs, tr->S > tr->K ? tr->S : tr->K + 1, tr->tp));
     for (int64_t d = 0; d < tr->K; d++) {
@@ -442,6 +489,10 @@ static void teardown(trainer *tr) {
     free(tr->woutT);
     free(tr->hid);
     free(tr->probs);
+    free(tr->negent);
+    free(tr->top);
+    free(tr->woutT_q);
+    free(tr->woutT_prep);
     free(tr->toks);
     mtplx_model_free(tr->m);
 }
