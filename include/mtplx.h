@@ -252,7 +252,7 @@ typedef struct mtplx_gen_params {
      * SentencePiece vocabularies put frequent tokens first), so each draft
      * step reads that share of the output matrix. Exact whatever the value:
      * q is 0 outside the subset and the rejection test corrects for it.
-     * 0 = automatic (mtplx_draft_vocab_auto), -1 = the whole vocabulary. */
+     * 0 = automatic (today: the whole vocabulary), -1 = the whole vocabulary. */
     int32_t draft_vocab;
     /* Token events carry logits = NULL. Lets a GPU context at temperature 0
      * (no penalties, no mask) pick tokens on the GPU and copy back only their
