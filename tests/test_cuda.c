@@ -327,16 +327,23 @@ static int collect_cb(const mtplx_token_event *ev, void *user) {
     return 0;
 }
 
+/* The model at path, or NULL after reporting the failure. */
+static mtplx_model *load_model(const char *path) {
+    mtplx_model *m = NULL;
+    if (mtplx_model_load(path, NULL, &m) != MTPLX_OK) {
+        report(false, "load %s: %s", path, mtplx_last_error());
+        return NULL;
+    }
+    return m;
+}
+
 /* Logits of the CUDA backend against the CPU backend: a prompt with all its
  * logits (the verify shape), a longer prefill in chunks, then single decode
  * steps. Tolerance relative to the largest CPU logit: the CPU rounds
  * activations to 8 bits for quantised weights. */
 static void test_model(const char *path, double tol, bool mtp) {
-    mtplx_model *m = NULL;
-    if (mtplx_model_load(path, NULL, &m) != MTPLX_OK) {
-        report(false, "load %s: %s", path, mtplx_last_error());
-        return;
-    }
+    mtplx_model *m = load_model(path);
+    if (!m) return;
     mtplx_model_info info;
     mtplx_model_get_info(m, &info);
     mtplx_ctx *cc = new_ctx(m, "cpu"), *gc = new_ctx(m, "cuda");
@@ -409,11 +416,8 @@ done:
  * back by 2 like a partly rejected draft) and greedy MTP generation (the
  * head's forwards too); and the graphs must actually have been replayed. */
 static void test_graphs(const char *path) {
-    mtplx_model *m = NULL;
-    if (mtplx_model_load(path, NULL, &m) != MTPLX_OK) {
-        report(false, "load %s: %s", path, mtplx_last_error());
-        return;
-    }
+    mtplx_model *m = load_model(path);
+    if (!m) return;
     mtplx_model_info info;
     mtplx_model_get_info(m, &info);
     mtplx_ctx *on = new_ctx(m, "cuda"), *off = new_ctx(m, "cuda");
@@ -491,11 +495,8 @@ done:
 /* A model that does not fit says so when the context is made, before any
  * weight is uploaded (MTPLX_CUDA_MEM_LIMIT pretends the GPU is small). */
 static void test_fit(const char *path) {
-    mtplx_model *m = NULL;
-    if (mtplx_model_load(path, NULL, &m) != MTPLX_OK) {
-        report(false, "load %s: %s", path, mtplx_last_error());
-        return;
-    }
+    mtplx_model *m = load_model(path);
+    if (!m) return;
     setenv("MTPLX_CUDA_MEM_LIMIT", "1000000", 1);
     mtplx_ctx_params cp = mtplx_ctx_default_params();
     cp.device = "cuda";
