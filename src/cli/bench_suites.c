@@ -321,7 +321,6 @@ int bench_suite_long_context(mtplx_model *m, const bench_opts *o, cJSON *res) {
         if (!why[0]) {
             mtplx_ctx_params cp = mtplx_ctx_default_params();
             cp.n_threads = o->n_threads;
-        cp.device = o->device;
             cp.device = o->device;
             cp.n_ctx = L;
             if (mtplx_ctx_new(use, &cp, &ctx) != MTPLX_OK)
@@ -473,7 +472,6 @@ int bench_suite_math_quick(mtplx_model *m, const bench_opts *o, cJSON *res) {
             /* a fresh context each, so AR and MTP decode from the same state */
             mtplx_ctx_params cp = mtplx_ctx_default_params();
             cp.n_threads = o->n_threads;
-        cp.device = o->device;
             cp.device = o->device;
             cp.n_ctx = (int32_t)np + ntok + 16;
             if (cp.n_ctx > info.n_ctx_train) cp.n_ctx = info.n_ctx_train;
