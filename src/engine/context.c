@@ -66,9 +66,9 @@ static mtplx_status check_gpu_fit(const mtplx_model *m, const mtplx_ctx_params *
     double w = 0;
     if (weights)
         for (int64_t i = 0; i < m->g->n_tensors; i++) w += (double)m->g->tensors[i].nbytes;
-    double row = (double)hp->n_head_kv * hp->head_dim * (p->kv_f32 || p->kv_type == MTPLX_KV_F32 ? 4 : 2);
     int streams = m->n_mtp > 0 ? MTPLX_MAX_DRAFT : 0;
-    double kv = 2.0 * (hp->n_layer + streams) * (double)p->n_ctx * row;
+    double kv = (double)mtplx_kv_bytes_per_token(p->kv_type, (int64_t)hp->n_head_kv * hp->head_dim,
+                                                 hp->n_layer + streams) * (double)p->n_ctx;
     double per_row = (double)hp->n_embd * 5 + 3.0 * hp->n_head * hp->head_dim +
                      2.0 * hp->n_head_kv * hp->head_dim + 2.0 * hp->n_ff;
     double nl = p->n_batch < MTPLX_LOGITS_ROWS ? p->n_batch : MTPLX_LOGITS_ROWS;
@@ -105,7 +105,10 @@ mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, m
     if (p.kv_f32 && p.kv_type != MTPLX_KV_F16 && p.kv_type != MTPLX_KV_F32)
         return mtplx_fail(MTPLX_ERR_ARG, "context: kv_f32 is set and kv_type is %s; set one of them",
                           mtplx_kv_type_name(p.kv_type));
-    if (p.kv_f32) kv_type = MTPLX_TYPE_F32;
+    if (p.kv_f32) {
+        p.kv_type = MTPLX_KV_F32; /* one field from here on (check_gpu_fit reads it) */
+        kv_type = MTPLX_TYPE_F32;
+    }
     if (cuda && kv_type == MTPLX_TYPE_Q8_0)
         return mtplx_fail(MTPLX_ERR_UNSUPPORTED, "context: a Q8_0 KV cache runs on the CPU only; "
                           "with device cuda use kv_type F16 (--kv-type f16)");

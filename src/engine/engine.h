@@ -32,7 +32,7 @@ struct mtplx_ctx {
     float *hist[MTPLX_MAX_DRAFT];      /* hist[0] = h, hist[d] = g_d: [n_ctx][n_embd] */
     float *spec[MTPLX_MAX_DRAFT + 1];  /* speculative g_d rows of this step: [MAX][n_embd] */
     int32_t valid[MTPLX_MAX_DRAFT + 1];/* valid[d]: rows of stream d cached (valid[0] = n_past) */
-    int32_t draft_n_out;               /* vocabulary prefix the head drafts over (0 = all) */
+    int32_t draft_n_out;               /* vocabulary prefix the head drafts over (set by mtplx_gen_start; 0 = all) */
     float *stage;                      /* [n_batch][n_embd] head input staging */
     int32_t *stage_tok;                /* [n_batch] */
     /* sampling workspace: target p_0..p_k and draft q_1..q_k, each [n_vocab] */
@@ -75,6 +75,8 @@ void mtplx_sampler_dist(const float *logits, int32_t n_vocab, const mtplx_sample
                         mtplx_history hist, float *probs, float *work, int32_t *work_idx);
 /* Inverse-CDF draw from a dense distribution with uniform u. */
 int32_t mtplx_sample_dist(const float *probs, int32_t n_vocab, double u);
+/* Whether any repetition / presence / frequency penalty is set. */
+bool mtplx_sampler_has_penalties(const mtplx_sampler_params *sp);
 /* log softmax(logits)[id], the model's own log-probability. */
 float mtplx_logprob(const float *logits, int32_t n_vocab, int32_t id);
 

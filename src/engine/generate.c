@@ -131,9 +131,9 @@ mtplx_status mtplx_gen_start(mtplx_ctx *c, const int32_t *prompt, int32_t n_prom
     g->gs.gp = &g->gp;
     g->gs.stats = &g->st;
     const mtplx_sampler_params *sp = &gp.sampling;
+    c->draft_n_out = mtplx_draft_vocab_resolve(c, gp.draft_vocab);
     g->gs.pick_dev = gp.no_event_logits && c->be->argmax_rows && sp->temperature <= 0.0f &&
-                     !gp.mask && sp->repeat_penalty == 1.0f && sp->presence_penalty == 0.0f &&
-                     sp->frequency_penalty == 0.0f;
+                     !gp.mask && !mtplx_sampler_has_penalties(sp);
     size_t cap = (size_t)c->n_ctx + MTPLX_MAX_DRAFT + 2;
     g->gs.gen = malloc(cap * sizeof(int32_t));
     g->gs.hist = malloc(cap * sizeof(int32_t));

@@ -30,11 +30,14 @@ double mtplx_rng_uniform(uint64_t seed, uint64_t pos, uint32_t purpose) {
     return (double)(h >> 11) * (1.0 / 9007199254740992.0);
 }
 
+bool mtplx_sampler_has_penalties(const mtplx_sampler_params *sp) {
+    return sp->repeat_penalty != 1.0f || sp->presence_penalty != 0.0f || sp->frequency_penalty != 0.0f;
+}
+
 static void apply_penalties(float *l, int32_t V, const mtplx_sampler_params *sp,
                             mtplx_history h) {
-    bool rep = sp->repeat_penalty != 1.0f, pres = sp->presence_penalty != 0.0f,
-         freq = sp->frequency_penalty != 0.0f;
-    if (!(rep || pres || freq) || h.n == 0) return;
+    if (!mtplx_sampler_has_penalties(sp) || h.n == 0) return;
+    bool rep = sp->repeat_penalty != 1.0f;
     int32_t n = h.n;
     if (sp->repeat_last_n > 0 && n > sp->repeat_last_n) n = sp->repeat_last_n;
     const int32_t *ids = h.ids + (h.n - n);

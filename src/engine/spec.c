@@ -82,7 +82,6 @@ mtplx_status mtplx_spec_draft(mtplx_ctx *c, mtplx_gen_state *gs, int32_t x, int3
     MTPLX_ASSERT(k >= 1 && k <= MTPLX_MAX_DRAFT && c->n_past + k + 1 <= c->n_ctx);
     double t0 = mtplx_time_ms();
     draft_ctx dc = {c, gs, c->n_past};
-    c->draft_n_out = mtplx_draft_vocab_resolve(c, gs->gp->draft_vocab);
     MTPLX_TRY(mtplx_mtp_draft(c, x, k, gs->pick_dev ? NULL : draft_one, &dc, d));
     if (gs->stats) gs->stats->t_draft_ms += mtplx_time_ms() - t0;
     return MTPLX_OK;
