@@ -306,7 +306,7 @@ static int prompt_byte(int fd) {
 }
 
 static int prompt_getc(FILE *f) {
-    int fd = prompt_fd >= 0 && isatty(fileno(f)) ? prompt_fd : fileno(f);
+    int fd = prompt_fd >= 0 ? prompt_fd : fileno(f); /* prompt_fd: stdin is a tty */
     int c = prompt_byte(fd);
     if (c < 0x80) return c; /* ASCII or -1 */
     int extra = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
