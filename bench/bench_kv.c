@@ -14,6 +14,8 @@
  * and report the KV bytes per position (trunk, and trunk + depth MTP head
  * streams). Prints a table and one JSON line. A benchmark, not a test:
  * nothing asserts a speed. Public API only. */
+#define BENCH_NAME "bench_kv"
+#include "bench_util.h"
 #include "mtplx.h"
 
 #include <stdio.h>
@@ -34,30 +36,6 @@ static double cpu_ms(void) {
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static const char *arg(int argc, char **argv, const char *name, const char *def) {
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], name)) return argv[i + 1];
-    return def;
-}
-
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        if ((x) != MTPLX_OK) {                                                                     \
-            fprintf(stderr, "bench_kv: %s: %s\n", #x, mtplx_last_error());                         \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 typedef struct result {
     const char *kv;

@@ -18,6 +18,8 @@
  *       counted (memory contention from others still is).
  * A benchmark, not a test: nothing here asserts a speed. Weight values are
  * a few random rows repeated: throughput does not depend on them. */
+#define BENCH_NAME "bench_models"
+#include "bench_util.h"
 #include "cuda/cuda_backend.h"
 #include "formats/gguf.h"
 #include "kernels/kernels.h"
@@ -35,30 +37,6 @@ static double now(void) {
     clock_gettime(cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static const char *arg(int argc, char **argv, const char *name, const char *def) {
-    for (int i = 0; i + 1 < argc; i++)
-        if (!strcmp(argv[i], name)) return argv[i + 1];
-    return def;
-}
-
-#define CHECK(x)                                                                             \
-    do {                                                                                     \
-        mtplx_status st_ = (x);                                                              \
-        if (st_ != MTPLX_OK) {                                                               \
-            fprintf(stderr, "bench_models: %s: %s\n", #x, mtplx_last_error());               \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
 
 /* ---- gen ---- */
 typedef struct shape {

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "test_proc.h"
+
 #include "cli/bench_suites.h"
 #include "cli/common.c"
 #include "cli/tuning.c"
@@ -50,12 +52,7 @@ bool bench_find_valid_text(char *buf, size_t cap) {
 static int prog(const char *args, char *out, size_t cap) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "%s %s 2>&1", MTPLX_BIN, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return tu_capture(cmd, out, cap);
 }
 
 static cJSON *read_json(const char *path) {

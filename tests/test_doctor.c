@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "test_proc.h"
+
 #include "core/hwinfo.h"
 
 #include <cjson/cJSON.h>
@@ -36,12 +38,7 @@ static int teardown(void **s) {
 static int prog(const char *args, char *out, size_t cap) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", MTPLX_BIN, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return tu_capture(cmd, out, cap);
 }
 
 static const cJSON *path(const cJSON *o, const char *a, const char *b, const char *c) {

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "test_proc.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +20,7 @@
 static int run(const char *args, char *out, size_t cap) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "%s %s 2>/tmp/mtplx_test_run_cli.err", MTPLX_BIN, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return tu_capture(cmd, out, cap);
 }
 
 static void stories260k(void **s) {

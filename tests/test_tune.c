@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "test_proc.h"
+
 #include "cli/common.c"
 #include "cli/tuning.c"
 
@@ -352,18 +354,14 @@ static int prog(const char *args, char *out, size_t cap, char *err, size_t errca
     char cmd[2048], errpath[512];
     snprintf(errpath, sizeof errpath, "%s/stderr", xdg);
     snprintf(cmd, sizeof cmd, "%s %s 2>'%s'", MTPLX_BIN, args, errpath);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
+    int rc = tu_capture(cmd, out, cap);
     if (err) {
         FILE *f = fopen(errpath, "r");
-        n = f ? fread(err, 1, errcap - 1, f) : 0;
+        size_t n = f ? fread(err, 1, errcap - 1, f) : 0;
         err[n] = 0;
         if (f) fclose(f);
     }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return rc;
 }
 
 static void tune_cli(void **s) {
