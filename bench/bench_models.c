@@ -2,7 +2,7 @@
  * shapes (Qwen3-0.6B, Qwen3-1.7B), in standard GGUF so that llama.cpp's
  * llama-bench can run the very same files (bench/run.sh does both).
  *
- *   bench_models gen --vocab VOCAB.gguf --out DIR [--size 0.6b|1.7b] [--types f32,bf16,...]
+ *   bench_models gen --vocab VOCAB.gguf --out DIR [--size 0.6b|1.7b|8b] [--types f32,bf16,...]
  *       writes DIR/qwen3-<size>-<type>.gguf; tokenizer keys come from VOCAB
  *       (a vocab-only GGUF), its token list padded to the embedding rows.
  *   bench_models bw [--gib 2]
@@ -42,10 +42,12 @@ static double now(void) {
 typedef struct shape {
     const char *name;
     int dim, layers, heads, kv_heads, head_dim, ff, vocab;
+    bool tied; /* output head = token embedding (Qwen3 up to 4B), or its own output.weight */
 } shape;
 static const shape shapes[] = {
-    {"0.6b", 1024, 28, 16, 8, 128, 3072, 151936},
-    {"1.7b", 2048, 28, 16, 8, 128, 6144, 151936},
+    {"0.6b", 1024, 28, 16, 8, 128, 3072, 151936, true},
+    {"1.7b", 2048, 28, 16, 8, 128, 6144, 151936, true},
+    {"8b", 4096, 36, 32, 8, 128, 12288, 151936, false},
 };
 
 static uint64_t rng_state = 0x1234567;
@@ -142,7 +144,8 @@ static void gen_one(const shape *s, int type, const mtplx_gguf *vocab, const cha
     CHECK(mtplx_gguf_set_u32(g, "general.file_type", 0));
     copy_tokenizer(g, vocab, s->vocab);
     const int qd = s->heads * s->head_dim, kvd = s->kv_heads * s->head_dim;
-    add_matrix(g, "token_embd.weight", type, s->dim, s->vocab); /* tied output */
+    add_matrix(g, "token_embd.weight", type, s->dim, s->vocab);
+    if (!s->tied) add_matrix(g, "output.weight", type, s->dim, s->vocab);
     add_ones(g, "output_norm.weight", s->dim);
     for (int l = 0; l < s->layers; l++) {
         char n[64];
@@ -307,10 +310,15 @@ static int cmd_run(int argc, char **argv) {
     CHECK(mtplx_acts_init(&acts, be, hp, n_max));
     int32_t *tok = malloc((size_t)n_max * sizeof *tok);
     for (int64_t i = 0; i < n_max; i++) tok[i] = (int32_t)(1000 + 37 * i % 50000);
-    /* weight bytes one decode step reads: every matrix once (the tied
-     * embedding as the output head) */
+    /* weight bytes one decode step reads: every matrix once (a tied
+     * embedding as the output head; with a separate output.weight the
+     * embedding contributes one row per token, not counted) */
     double wbytes = 0;
-    for (int64_t i = 0; i < m->g->n_tensors; i++) wbytes += (double)m->g->tensors[i].nbytes;
+    bool untied = false;
+    for (int64_t i = 0; i < m->g->n_tensors; i++) untied |= !strcmp(m->g->tensors[i].name, "output.weight");
+    for (int64_t i = 0; i < m->g->n_tensors; i++)
+        if (!untied || strcmp(m->g->tensors[i].name, "token_embd.weight"))
+            wbytes += (double)m->g->tensors[i].nbytes;
     /* context of 16 tokens, then n tokens at position 16 again and again */
     const int64_t pos = 16;
     mtplx_model_forward(m, be, &kv, &acts, tok, pos, 0, false);
@@ -349,7 +357,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "gen")) return cmd_gen(argc - 2, argv + 2);
     if (argc >= 2 && !strcmp(argv[1], "bw")) return cmd_bw(argc - 2, argv + 2);
     if (argc >= 3 && !strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
-    fprintf(stderr, "usage: bench_models gen --vocab VOCAB.gguf [--out DIR] [--size 0.6b|1.7b] [--types LIST]\n"
+    fprintf(stderr, "usage: bench_models gen --vocab VOCAB.gguf [--out DIR] [--size 0.6b|1.7b|8b] [--types LIST]\n"
                     "       bench_models bw [--gib 2]\n"
                     "       bench_models run MODEL.gguf [--threads T] [--reps R] [--prefill N]\n"
                     "                            [--device cpu|cuda] [--graphs 0|1] [--cpu-clock]\n");
