@@ -223,7 +223,7 @@ static void test_small_ops(void) {
 /* ---- greedy pick (argmax_rows) against the sampler's rule ---- */
 static void test_argmax(void) {
     if (!gpu->argmax_rows) {
-        printf("  info  argmax_rows is off (opt-in: MTPLX_CUDA_ARGMAX=1): not checked\n");
+        printf("  info  argmax_rows is off (MTPLX_CUDA_ARGMAX=0): not checked\n");
         return;
     }
     int64_t n = 5, V = 151937;

@@ -68,8 +68,8 @@ finish() {
     [ "$FAILS" -eq 0 ] && exit 0 || exit 1
 }
 
-# the graphs and GPU greedy picks are opt-in in the program; this script
-# exercises them (each run below still sets its own values)
+# the graphs and GPU greedy picks are on by default; each run below still
+# sets its own values
 export MTPLX_CUDA_GRAPHS="${MTPLX_CUDA_GRAPHS:-1}" MTPLX_CUDA_ARGMAX="${MTPLX_CUDA_ARGMAX:-1}"
 say "cuda_test.sh in $ROOT, build $BUILD"
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvcc --version | tail -2; cmake --version | head -1; } >>"$LOG" 2>&1

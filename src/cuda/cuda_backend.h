@@ -27,8 +27,8 @@ void mtplx_cuda_forget_params(mtplx_backend *be);
 size_t mtplx_cuda_param_bytes(const mtplx_backend *be);
 /* Wait for every op issued so far (timing). */
 void mtplx_cuda_synchronize(mtplx_backend *be);
-/* CUDA graphs for the decode / verify forwards (backend_cuda.c): off by
- * default, on when MTPLX_CUDA_GRAPHS=1 was set when the backend was made.
+/* CUDA graphs for the decode / verify forwards (backend_cuda.c): on by
+ * default, off when MTPLX_CUDA_GRAPHS=0 was set when the backend was made.
  * Turning them off drops every capture. */
 void mtplx_cuda_set_graphs(mtplx_backend *be, bool on);
 typedef struct mtplx_cuda_graph_stats {
