@@ -32,7 +32,10 @@ MTP HEAD (Qwen3-Next layout, one head `mtp.*`, applied recursively; depth 3 trai
                                               stream d's own keys/values at positions <= j
       mtp_logits(g_d,j) predicts t_{j+d+1}
   Training: all t are ground truth (teacher forcing); windows carry 3 extra tokens so every
-  position has a target at every depth. Loss = CE_main + sum_d w_d * CE_mtp_d (see --mtp-weights).
+  position has a target at every depth. Loss = CE_main + sum_d w_d * L_d (see --mtp-weights) with
+  L_d = (1 - a) CE(text) + a CE(softmax(trunk logits at j+d), detached) (a = --mtp-distill): the
+  head is scored against the trunk it drafts for (acceptance is agreement with the trunk, not with
+  the text); the trunk runs over the D extra tokens too so every j has that target.
 
 INFERENCE DRAFTING (what evaluation and golden.json use; the runtime must match it):
   The trunk has processed t_0..t_m (h_0..h_m known) and t_{m+1} = its next token (committed).
@@ -140,6 +143,9 @@ def parse_args():
     p.add_argument("--rope-theta", type=float, default=10000.0)
     p.add_argument("--mtp-depth", type=int, default=3)
     p.add_argument("--mtp-weights", default="0.3,0.3,0.3")
+    p.add_argument("--mtp-distill", type=float, default=0.5,
+                   help="share of each depth's head loss that is the cross-entropy against the trunk's own "
+                        "(detached) distribution for the same token instead of the text (0 = text only)")
     # training
     p.add_argument("--seq-len", type=int, default=512)
     p.add_argument("--micro-batch", type=int, default=128, help="sequences per forward")
@@ -350,6 +356,12 @@ def _sdpa_math(q, k, v, is_causal=True):
 SDPA = getattr(F, "scaled_dot_product_attention", None) or _sdpa_math
 
 
+def soft_ce_eager(q, p):
+    """Mean over rows of -sum_v softmax(p)_v log_softmax(q)_v, in fp32 (p carries no gradient).
+    Equals KL(p || q) + H(p): the gradient in q is that of the KL."""
+    return -(torch.softmax(p.float(), -1) * torch.log_softmax(q.float(), -1)).sum(-1).mean()
+
+
 def make_layer_fn(n_heads, n_kv, hd, eps):
     rep = n_heads // n_kv
 
@@ -498,23 +510,38 @@ class Model(nn.Module):
         return self.lm(self.mtp.norm(g))
 
     # -- training ------------------------------------------------------------------------------
-    def train_loss(self, w, mtp_w):
-        """w: [B, T + 1 + D] token windows. Returns (total, [main, mtp_1..D] detached)."""
+    soft_ce = staticmethod(soft_ce_eager)
+
+    def train_loss(self, w, mtp_w, distill=0.0):
+        """w: [B, T + 1 + D] token windows. Returns (total, [main, mtp_1..D (text CE),
+        then with distill > 0 kd_1..D (CE against the trunk)] detached)."""
         D = len(mtp_w)
         T = w.shape[1] - 1 - D
         V = self.c["vocab_size"]
         emb_all = self.model.embed_tokens(w[:, :T + D])
-        h = self.hidden(w[:, :T], emb=emb_all[:, :T].contiguous())
-        loss = F.cross_entropy(self.trunk_logits_from_h(h).float().view(-1, V), w[:, 1:T + 1].reshape(-1))
-        parts = [loss.detach()]
+        if distill > 0:
+            # causal: positions < T are exactly what a T-token pass gives
+            h_all = self.hidden(w[:, :T + D], emb=emb_all)
+            logits_all = self.trunk_logits_from_h(h_all)
+            h, main_logits, teacher = h_all[:, :T], logits_all[:, :T], logits_all.detach()
+        else:
+            h = self.hidden(w[:, :T], emb=emb_all[:, :T].contiguous())
+            main_logits, teacher = self.trunk_logits_from_h(h), None
+        loss = F.cross_entropy(main_logits.float().reshape(-1, V), w[:, 1:T + 1].reshape(-1))
+        parts, kds = [loss.detach()], []
         total = loss
         g = h
         for d in range(1, D + 1):
             g = self.mtp_step(g, None, emb=emb_all[:, d:d + T])
-            ld = F.cross_entropy(self.mtp_logits(g).float().view(-1, V), w[:, d + 1:d + 1 + T].reshape(-1))
+            ql = self.mtp_logits(g)
+            ld = F.cross_entropy(ql.float().reshape(-1, V), w[:, d + 1:d + 1 + T].reshape(-1))
             parts.append(ld.detach())
+            if teacher is not None:
+                kd = self.soft_ce(ql.reshape(-1, V), teacher[:, d:d + T].reshape(-1, V))
+                kds.append(kd.detach())
+                ld = (1 - distill) * ld + distill * kd
             total = total + mtp_w[d - 1] * ld
-        return total, parts
+        return total, parts + kds
 
 
 def hf_config(c, tk_eot, tk_pad, depth):
@@ -912,6 +939,7 @@ def main():
                 except Exception:
                     pass
                 model.fn = torch.compile(model.eager_fn, dynamic=False)
+                model.soft_ce = torch.compile(soft_ce_eager, dynamic=False)
                 compiled = True
             except Exception as e:
                 log("torch.compile unavailable:", repr(e)[:300])
@@ -941,7 +969,7 @@ def main():
         for _ in range(accum):
             w = batch(mb)
             with amp_ctx():
-                loss, parts = model.train_loss(w, mtp_w)
+                loss, parts = model.train_loss(w, mtp_w, a.mtp_distill)
             (loss / accum).backward()
             pt = torch.stack(parts)
             acc = pt if acc is None else acc + pt
@@ -955,7 +983,10 @@ def main():
         "training until t=%.0fs" % (a.seq_len, mb, accum, mb * accum * a.seq_len, mtp_w, compiled,
                                     deadline - T0))
     R["train"] = {"seq_len": a.seq_len, "micro_batch": mb, "accum": accum,
-                  "mtp_weights": mtp_w,
+                  "mtp_weights": mtp_w, "mtp_distill": a.mtp_distill,
+                  "mtp_distill_reason": "acceptance is agreement with the trunk: half of each depth's loss "
+                                        "scores the head against the trunk's own distribution for the same "
+                                        "token (detached), half against the text",
                   "mtp_weights_reason": "0.3 per depth as DeepSeek-V3's lambda: the main loss keeps most of "
                                         "the gradient; equal weights because acceptance is chained, so "
                                         "depth 2-3 matter as much as their small share of the trunk budget",
@@ -989,6 +1020,7 @@ def main():
                         log("torch.compile failed at the first step -> eager. " + repr(e)[:500])
                         log(traceback.format_exc()[-2000:])
                         model.fn = model.eager_fn
+                        model.soft_ce = soft_ce_eager
                         compiled = False
                         continue
                     if oom and mb > 8:
@@ -1021,8 +1053,11 @@ def main():
                 dt, mb * accum * a.seq_len / dt, meas_from, step, total))
         if step % 25 == 0 or time.time() - last_log >= 10.0:
             vals = (acc_hist / n_hist).tolist()
+            D = len(mtp_w)
             rec = {"step": step, "t": round(time.time() - T0, 2), "lr": lr, "loss": vals[0],
-                   "mtp_loss": vals[1:], "grad_norm": float(gn), "tokens": step * mb * accum * a.seq_len}
+                   "mtp_loss": vals[1:1 + D], "grad_norm": float(gn), "tokens": step * mb * accum * a.seq_len}
+            if len(vals) > 1 + D:
+                rec["mtp_kd"] = vals[1 + D:]
             hist.append(rec)
             acc_hist, n_hist = None, 0
             if time.time() - last_log >= 10.0 or step == 25:
