@@ -67,7 +67,7 @@ static void bad_input(void **s) {
 
 /* --device on every command that makes a context: a bad value is a usage
  * error (2); cuda without a usable GPU or CUDA build is a runtime error (1)
- * whose message names cuda (0 where a GPU answers). */
+ * whose message names cuda (0 where a GPU answers); auto runs (0). */
 static void device_option(void **s) {
     (void)s;
     if (access(MTPLX_SOURCE_DIR "/models/default.gguf", R_OK)) skip();
@@ -87,6 +87,9 @@ static void device_option(void **s) {
         fclose(f);
         err[n] = 0;
         if (!(rc == 0 || (rc == 1 && strstr(err, "cuda")))) fail_msg("%s: exit %d, stderr: %.300s", args, rc, err);
+        /* auto: the GPU when one answers, else the CPU; it always runs */
+        snprintf(args, sizeof args, "%s --device auto", cmds[i]);
+        if ((rc = run(args, out, sizeof out)) != 0) fail_msg("%s: exit %d", args, rc);
     }
 }
 

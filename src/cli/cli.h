@@ -48,7 +48,10 @@ bool cli_parse_int(const char *cmd, const char *flag, const char *s, long lo, lo
 /* --device: "cpu" or "cuda" (the first GPU) into *out; else a usage error
  * is printed and false returned. A build without CUDA accepts "cuda" here and
  * fails when the context is made (a runtime error, exit 1). */
+/* --device: cpu, cuda, or auto (cli_auto_device: the first GPU when this
+ * build has CUDA and the machine has a GPU, else the CPU). */
 bool cli_parse_device(const char *cmd, const char *s, const char **out);
+const char *cli_auto_device(void);
 bool cli_parse_float(const char *cmd, const char *flag, const char *s, double lo, double hi,
                      double *out);
 

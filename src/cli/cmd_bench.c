@@ -41,7 +41,7 @@ static void help(void) {
            "      --llama-model P  the GGUF llama.cpp runs instead (llama.cpp refuses MTP\n"
            "                       tensors: a `forge convert --strip-mtp` copy of -m)\n"
            "  -t, --threads N      threads (default: all cores)\n"
-           "      --device D       cpu (default) or cuda (the first GPU)\n"
+           "      --device D       cpu (default), cuda (the first GPU) or auto\n"
            "  -n, --tokens N       new tokens per run (default 96; exactness 64;\n"
            "                       long-context 64; math-quick 128)\n"
            "      --reps N         timed repetitions (throughput, default 3)\n"

@@ -14,7 +14,7 @@ static void usage(FILE *f) {
                "  --query           embed as queries (the model's query instruction, e.g. Qwen3-Embedding's)\n"
                "  --dimensions N    keep the first N dimensions and re-normalise (Matryoshka)\n"
                "  --threads N       CPU threads (default: all cores)\n"
-               "  --device D        cpu (default) or cuda (the first GPU; decoder models only)\n"
+               "  --device D        cpu (default), cuda (the first GPU; decoder models only) or auto\n"
                "  -h, --help        this help\n\n"
                "exit codes: 0 ok, 1 the model cannot embed or an input is invalid, 2 bad usage\n");
 }

@@ -47,7 +47,7 @@ static void help(void) {
            "  -n, --tokens N         tokens per prompt (default 128)\n"
            "  --prompts N            number of prompts (default 4)\n"
            "  -j, --threads N\n"
-           "  --device D             cpu (default) or cuda (the first GPU)\n",
+           "  --device D             cpu (default), cuda (the first GPU) or auto\n",
            cli_home(), MTPLX_TRAIN_MAX_DEPTH);
 }
 

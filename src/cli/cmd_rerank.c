@@ -14,7 +14,7 @@ static void usage(FILE *f) {
                "  -q, --query Q     the query\n"
                "  --sort            print best first (default: the given order)\n"
                "  --threads N       CPU threads (default: all cores)\n"
-               "  --device D        cpu (default) or cuda (the first GPU; decoder models only)\n"
+               "  --device D        cpu (default), cuda (the first GPU; decoder models only) or auto\n"
                "  -h, --help        this help\n\n"
                "output: score<TAB>index<TAB>document per line\n"
                "exit codes: 0 ok, 1 the model cannot rerank or an input is invalid, 2 bad usage\n");

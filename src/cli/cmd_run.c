@@ -40,7 +40,7 @@ static void help(void) {
            "      --kv-type T         KV cache f16, f32 or q8_0 (default: the mode's; f16,\n"
            "                          q8_0 in sustained mode; q8_0 is CPU-only)\n"
            "      --kv-f32            same as --kv-type f32\n"
-           "      --device D          cpu (default) or cuda (the first GPU)\n"
+           "      --device D          cpu (default), cuda (the first GPU) or auto\n"
            "      --no-special        do not parse special-token text in the prompt\n"
            "  -h, --help\n");
 }

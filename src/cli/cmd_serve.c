@@ -29,7 +29,8 @@ static void help(void) {
            "                            in sustained mode; q8_0 is CPU-only)\n"
            "      --adaptive            adapt the draft depth to the running acceptance\n"
            "      --no-adaptive         fixed draft depth (overrides the sustained mode)\n"
-           "      --device D            cpu (default) or cuda (the first GPU)\n"
+           "      --device D            auto (default: the first GPU when there is one, else\n"
+           "                            the CPU), cpu or cuda\n"
            "      --chat-template FILE  Jinja chat template instead of the model's\n"
            "                            (without either, a ChatML rendering is used)\n"
            "      --max-queue N         requests waiting for a slot before 429 (default 64)\n"
@@ -126,6 +127,8 @@ int cmd_serve(int argc, char **argv) {
         }
     }
     if (optind < argc) return cli_usage_error("serve", "unexpected argument '%s'", argv[optind]);
+    /* no --device: the GPU when there is one, unless a CPU-only KV type was asked for */
+    if (!sm.cp.device) sm.cp.device = sm.cp.kv_type == MTPLX_KV_Q8_0 ? "cpu" : cli_auto_device();
     cli_mode mode_id;
     if (!cli_mode_parse(sm.mode, &mode_id))
         return cli_usage_error("serve", "--mode expects turbo, sustained, burst or auto, got '%s'", sm.mode);

@@ -158,7 +158,8 @@ static void help(void) {
            "                     sustained mode; q8_0 is CPU-only)\n"
            "      --adaptive     adapt the draft depth to the running acceptance\n"
            "      --no-adaptive  fixed draft depth (overrides the sustained mode)\n"
-           "      --device D     cpu (default) or cuda (the first GPU)\n"
+           "      --device D     auto (default: the first GPU when there is one and the\n"
+           "                     model fits, else the CPU), cpu or cuda\n"
            "      --no-color     plain output (also NO_COLOR=1)\n"
            "      --web          serve the web UI (and the OpenAI-compatible API) instead\n"
            "      --port N       port for --web (default 8000; 0 = any free port)\n"
@@ -437,6 +438,10 @@ int cmd_start(int argc, char **argv) {
     if (!cli_mode_parse(mode, &mode_id))
         return cli_usage_error("start", "--mode expects turbo, sustained, burst or auto, got '%s'", mode);
     char path[4096];
+    /* no --device: the GPU when there is one (and the model fits: see the
+     * context below), unless a CPU-only KV type was asked for */
+    bool device_auto = cp.device == NULL;
+    if (device_auto) cp.device = cp.kv_type == MTPLX_KV_Q8_0 ? "cpu" : cli_auto_device();
     if (!cli_resolve_model(model_arg, path, sizeof path)) return EXIT_RUNTIME;
     if (web) {
         static cli_serve_mode sm; /* outlives the server */
@@ -472,7 +477,14 @@ int cmd_start(int argc, char **argv) {
     cli_mode_plan plan;
     cli_apply_mode(model, path, mode, 0, &gp, &cp, NULL, &plan);
     if (no_adaptive) gp.adaptive_depth = plan.adaptive = false;
-    if (mtplx_ctx_new(model, &cp, &ctx) != MTPLX_OK) {
+    mtplx_status cs = mtplx_ctx_new(model, &cp, &ctx);
+    if (cs != MTPLX_OK && device_auto && !strcmp(cp.device, "cuda")) {
+        /* chosen, not asked for: say why the GPU was not used, then run on the CPU */
+        fprintf(stderr, "\nmtplx start: not on the GPU (%s); using the CPU\n", mtplx_last_error());
+        cp.device = "cpu";
+        cs = mtplx_ctx_new(model, &cp, &ctx);
+    }
+    if (cs != MTPLX_OK) {
         fputc('\n', stderr);
         cli_mode_print(&plan, stderr);
         cli_error("cannot create a context");

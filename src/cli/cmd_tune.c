@@ -17,7 +17,7 @@ static void help(void) {
            "      --suite NAME     prompt suite: all (default), prose, code\n"
            "      --show           list the stored results and exit\n"
            "  -t, --threads N      threads (default: all cores)\n"
-           "      --device D       cpu (default) or cuda (the first GPU; measured and\n"
+           "      --device D       cpu (default), cuda (the first GPU) or auto; measured and\n"
            "                       printed, not stored: the store is for CPU runs)\n"
            "  -n, --tokens N       new tokens per run (default 64)\n"
            "      --prompts N      use the first N prompts of the suite (default 4)\n"

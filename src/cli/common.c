@@ -1,5 +1,6 @@
 /* common.c: helpers shared by the command files. */
 #include "cli/cli.h"
+#include "cuda/cuda_backend.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -93,9 +94,15 @@ bool cli_parse_int(const char *cmd, const char *flag, const char *s, long lo, lo
     return true;
 }
 
+const char *cli_auto_device(void) { return mtplx_cuda_device_count() > 0 ? "cuda" : "cpu"; }
+
 bool cli_parse_device(const char *cmd, const char *s, const char **out) {
+    if (s && !strcmp(s, "auto")) {
+        *out = cli_auto_device();
+        return true;
+    }
     if (!s || (strcmp(s, "cpu") != 0 && strcmp(s, "cuda") != 0)) {
-        cli_usage_error(cmd, "--device expects cpu or cuda, got '%s'", s ? s : "");
+        cli_usage_error(cmd, "--device expects cpu, cuda or auto, got '%s'", s ? s : "");
         return false;
     }
     *out = s;
