@@ -481,7 +481,7 @@ int cmd_start(int argc, char **argv) {
     if (cs != MTPLX_OK && device_auto && !strcmp(cp.device, "cuda")) {
         /* chosen, not asked for: say why the GPU was not used, then run on the CPU */
         fprintf(stderr, "\nmtplx start: not on the GPU (%s); using the CPU\n", mtplx_last_error());
-        cp.device = "cpu";
+        cp.device = plan.device = "cpu";
         cs = mtplx_ctx_new(model, &cp, &ctx);
     }
     if (cs != MTPLX_OK) {

@@ -681,6 +681,7 @@ void cli_mode_print(const cli_mode_plan *p, FILE *log) {
     if (p->adaptive && p->depth > 0) fprintf(log, " | adaptive depth%s", p->set_adaptive ? " (flag)" : "");
     if (p->mem_budget)
         fprintf(log, " | memory budget %.1f GiB", (double)p->mem_budget / (1024.0 * 1024 * 1024));
+    if (p->device) fprintf(log, " | device %s", p->device);
     fprintf(log, "\n");
 }
 
@@ -715,6 +716,7 @@ int cli_apply_mode(const mtplx_model *model, const char *model_path, const char 
     }
     cli_mode_plan plan;
     cli_mode_resolve(m, &env, gp, cp, &plan);
+    plan.device = cp->device ? cp->device : "cpu";
     cli_mode_print(&plan, log);
     if (plan_out) *plan_out = plan;
     return EXIT_OK;

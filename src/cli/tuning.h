@@ -153,6 +153,7 @@ typedef struct cli_mode_plan {
     uint64_t mem_budget;        /* sustained: bytes for weights + KV (0 = none) */
     uint64_t kv_bytes_per_token;/* of the chosen KV type */
     int32_t base_depth;         /* sustained: depth before the context rule */
+    const char *device;         /* "cpu" or "cuda", as the context will be made */
     /* which knobs came from the user's flags */
     bool set_depth, set_threads, set_batch, set_ctx, set_kv, set_adaptive;
 } cli_mode_plan;
