@@ -254,6 +254,16 @@ if [ $HAVE_GPU = 1 ]; then
     else
         result "too big for the GPU: refused" FAIL "exit $rc, message: $(tail -1 "$SCRATCH/fit.err" | cut -c1-120)"
     fi
+    # --device auto (the default of start and serve) picks the GPU here
+    (cd "$ROOT" && MTPLX_LOG=info timeout 30 "$MTPLX" run -m "$MODEL" -p hi -n 8 --device auto) \
+        >"$SCRATCH/auto.out" 2>"$SCRATCH/auto.err"
+    rc=$?
+    cat "$SCRATCH/auto.err" >>"$LOG"
+    if [ $rc = 0 ] && grep -q '| device cuda' "$SCRATCH/auto.err"; then
+        result "--device auto picks the GPU" ok "exit 0, mode line says device cuda"
+    else
+        result "--device auto picks the GPU" FAIL "exit $rc: $(grep -o 'device [a-z]*' "$SCRATCH/auto.err" | head -1)"
+    fi
 
     # ---- 6. a real shape: random-weight Qwen3-0.6B BF16, verify / decode on the GPU ----
     T0=$(date +%s)
