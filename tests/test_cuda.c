@@ -5,6 +5,10 @@
  * logits of the CUDA backend against the CPU backend (the HF qwen3 fixture
  * and the default GGUF); greedy MTP text == greedy AR text on the GPU;
  * CUDA graphs on vs off bit-identical; a model too big for the GPU refused.
+ * The prefill kernels (tensor-core GEMM, flash attention: n > 16 rows) are
+ * checked beside the step kernels on the same inputs, and each line names
+ * the path it ran, so a failure says which switch (MTPLX_CUDA_TC,
+ * MTPLX_CUDA_FLASH) to turn off.
  * Prints one line per check and a summary; exits non-zero on any failure.
  *
  * Without a GPU (or in a build without CUDA) it prints SKIP and exits 0, so
@@ -98,6 +102,38 @@ static double tol_mm_cpu(int type) {
     default: return 3e-2; /* activations in 8 bits on the CPU */
     }
 }
+/* The tensor-core GEMM (prefill, n > 16) multiplies x and W rounded to
+ * bf16 (f16 for F16 weights), products exact, f32 sums. vs emu: against
+ * that rounding emulated on the host (x and W rounded the same way, summed
+ * in double): only the f32 summation differs, so this catches any tile or
+ * indexing error. vs exact: what the rounding costs (bf16's 8 bits on both
+ * operands: about 3e-3 of max |y| expected). vs cpu: as the GEMV's, except
+ * F32 weights (opt-in, MTPLX_CUDA_TC=all), whose CPU product is f32. */
+#define TOL_MM_TC_EMU 1e-4
+#define TOL_MM_TC_EXACT 1e-2
+static double tol_mm_tc_cpu(int type) { return type == MTPLX_TYPE_F32 ? 1e-2 : tol_mm_cpu(type); }
+
+/* v rounded as the tensor-core kernel rounds its operands for weight type */
+static float tc_round(int type, float v) {
+    if (type == MTPLX_TYPE_F16) return mtplx_fp16_to_fp32(mtplx_fp32_to_fp16(v));
+    return mtplx_bf16_to_fp32(mtplx_fp32_to_bf16(v));
+}
+
+/* y[n][m] = bias + x . deq^T in double, with x and deq first passed through
+ * tc_round for weight type `type`, or as they are when emu_type < 0. */
+static void ref_matmul(int emu_type, const float *deq, const float *x, const float *bias, int64_t m,
+                       int64_t k, int64_t n, float *y) {
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t r = 0; r < m; r++) {
+            double s = bias ? bias[r] : 0;
+            for (int64_t j = 0; j < k; j++) {
+                float w = deq[r * k + j], a = x[i * k + j];
+                if (emu_type >= 0) w = tc_round(emu_type, w), a = tc_round(emu_type, a);
+                s += (double)w * a;
+            }
+            y[i * m + r] = (float)s;
+        }
+}
 
 static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool with_bias) {
     size_t rs = mtplx_row_size(type, k);
@@ -110,24 +146,43 @@ static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool wit
     }
     float *x = rand_vec(n * k, 1.0f), *bias = with_bias ? rand_vec(m, 1.0f) : NULL;
     float *exf = malloc((size_t)(n * m) * sizeof(float));
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t r = 0; r < m; r++) {
-            double s = bias ? bias[r] : 0;
-            for (int64_t j = 0; j < k; j++) s += (double)deq[r * k + j] * x[i * k + j];
-            exf[i * m + r] = (float)s;
-        }
+    ref_matmul(-1, deq, x, bias, m, k, n, exf);
     mtplx_weight w = {.type = type, .m = m, .k = k, .data = W};
     float *ycpu = malloc((size_t)(n * m) * sizeof(float));
     cpu->matmul(cpu, &w, bias, x, n, ycpu);
     float *xd = to_dev(x, (size_t)(n * k) * sizeof(float));
     float *yd = gpu->buf_alloc(gpu, (size_t)(n * m) * sizeof(float));
-    gpu->matmul(gpu, &w, bias, xd, n, yd);
-    float *y = from_dev(yd, (size_t)(n * m));
-    double e1 = rel_err(y, exf, n * m, 1e-3), e2 = rel_err(y, ycpu, n * m, 1e-3);
-    report(e1 <= TOL_MM_EXACT && e2 <= tol_mm_cpu(type),
-           "matmul %-4s m=%-4lld k=%-5lld n=%-3lld%s  vs exact %.2e (tol %.0e)  vs cpu %.2e (tol %.0e)",
-           mtplx_type_info(type)->name, (long long)m, (long long)k, (long long)n,
-           with_bias ? " +bias" : "      ", e1, TOL_MM_EXACT, e2, tol_mm_cpu(type));
+    /* the GEMV always; for n > 16 also the tensor-core GEMM (for F32 only
+     * where k allows it: the kernel wants k % 8 == 0) */
+    mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu);
+    bool tc_too = n > 16 && k % 8 == 0;
+    float *y = NULL, *emu = NULL;
+    for (int tc = 0; tc <= (tc_too ? 1 : 0); tc++) {
+        mtplx_cuda_paths p = saved;
+        p.tc = p.tc_f32 = tc;
+        mtplx_cuda_set_paths(gpu, p);
+        gpu->matmul(gpu, &w, bias, xd, n, yd);
+        free(y);
+        y = from_dev(yd, (size_t)(n * m));
+        double e1 = rel_err(y, exf, n * m, 1e-3), e2 = rel_err(y, ycpu, n * m, 1e-3);
+        const char *name = mtplx_type_info(type)->name;
+        if (!tc) {
+            report(e1 <= TOL_MM_EXACT && e2 <= tol_mm_cpu(type),
+                   "matmul %-4s m=%-4lld k=%-5lld n=%-3lld%s  vs exact %.2e (tol %.0e)  vs cpu %.2e (tol %.0e)",
+                   name, (long long)m, (long long)k, (long long)n, with_bias ? " +bias" : "      ", e1,
+                   TOL_MM_EXACT, e2, tol_mm_cpu(type));
+            continue;
+        }
+        emu = malloc((size_t)(n * m) * sizeof(float));
+        ref_matmul(type, deq, x, bias, m, k, n, emu);
+        double e0 = rel_err(y, emu, n * m, 1e-3);
+        report(e0 <= TOL_MM_TC_EMU && e1 <= TOL_MM_TC_EXACT && e2 <= tol_mm_tc_cpu(type),
+               "matmul %-4s m=%-4lld k=%-5lld n=%-3lld%s tensor cores (MTPLX_CUDA_TC): vs emu %.2e (tol "
+               "%.0e)  vs exact %.2e (tol %.0e)  vs cpu %.2e (tol %.0e)",
+               name, (long long)m, (long long)k, (long long)n, with_bias ? " +bias" : "", e0,
+               TOL_MM_TC_EMU, e1, TOL_MM_TC_EXACT, e2, tol_mm_tc_cpu(type));
+    }
+    mtplx_cuda_set_paths(gpu, saved);
 
     /* get_row of a few rows: exact up to f32 rounding of the scale products */
     double eg = 0;
@@ -146,13 +201,15 @@ static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool wit
     gpu->buf_free(gpu, xd);
     gpu->buf_free(gpu, yd);
     mtplx_cuda_forget_params(gpu); /* W's address may come back for another weight */
-    free(W), free(wf), free(deq), free(x), free(bias), free(exf), free(ycpu), free(y);
+    free(W), free(wf), free(deq), free(x), free(bias), free(exf), free(ycpu), free(y), free(emu);
 }
 
 static void test_matmul(void) {
     static const int types[] = {MTPLX_TYPE_F32,  MTPLX_TYPE_F16,  MTPLX_TYPE_BF16, MTPLX_TYPE_Q8_0,
                                 MTPLX_TYPE_Q4_0, MTPLX_TYPE_Q4_K, MTPLX_TYPE_Q6_K};
-    static const int64_t ns[] = {1, 2, 3, 5, 9, 16, 17, 40};
+    /* n > 16: the tensor-core GEMM as well; 17, 40 and 130 rows are not
+     * multiples of its 64-row tile, nor m = 37, 301 of its 64-column one */
+    static const int64_t ns[] = {1, 2, 3, 5, 9, 16, 17, 40, 130};
     for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
         int type = types[t];
         int64_t bs = mtplx_type_info(type)->block_size;
@@ -286,11 +343,23 @@ static void test_attention_case(int kv_type, int64_t n_tok, int nh, int nkv, int
     float scale = 1.0f / sqrtf((float)hd);
     cpu->attention(cpu, q, n_tok, nh, nkv, hd, kc, vc, kv_type, pos0, scale, ref);
     float *qd = to_dev(q, (size_t)(n_tok * nh * hd) * 4), *od = gpu->buf_alloc(gpu, (size_t)(n_tok * nh * hd) * 4);
-    gpu->attention(gpu, qd, n_tok, nh, nkv, hd, kd, vd, kv_type, pos0, scale, od);
-    float *o = from_dev(od, (size_t)(n_tok * nh * hd));
-    double e = rel_err(o, ref, n_tok * nh * hd, 1e-3);
-    report(e <= 1e-5, "attention %s n_tok=%-2lld heads=%d/%d hd=%-3d pos0=%-4lld  %.2e (tol 1e-5)",
-           kv_type == MTPLX_TYPE_F32 ? "F32" : "F16", (long long)n_tok, nh, nkv, hd, (long long)pos0, e);
+    /* n_tok > 16 (prefill): the flash-style kernel too, same tolerance (f32
+     * math, only the summation order differs from the CPU's) */
+    mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu);
+    float *o = NULL;
+    for (int fl = 0; fl <= (n_tok > 16 ? 1 : 0); fl++) {
+        mtplx_cuda_paths p = saved;
+        p.flash = fl;
+        mtplx_cuda_set_paths(gpu, p);
+        gpu->attention(gpu, qd, n_tok, nh, nkv, hd, kd, vd, kv_type, pos0, scale, od);
+        free(o);
+        o = from_dev(od, (size_t)(n_tok * nh * hd));
+        double e = rel_err(o, ref, n_tok * nh * hd, 1e-3);
+        report(e <= 1e-5, "attention %s n_tok=%-3lld heads=%d/%d hd=%-3d pos0=%-4lld%s  %.2e (tol 1e-5)",
+               kv_type == MTPLX_TYPE_F32 ? "F32" : "F16", (long long)n_tok, nh, nkv, hd, (long long)pos0,
+               fl ? " flash (MTPLX_CUDA_FLASH)" : "", e);
+    }
+    mtplx_cuda_set_paths(gpu, saved);
     gpu->buf_free(gpu, kd), gpu->buf_free(gpu, vd), gpu->buf_free(gpu, kind), gpu->buf_free(gpu, vind);
     gpu->buf_free(gpu, qd), gpu->buf_free(gpu, od);
     free(kin), free(vin), free(kc), free(vc), free(kback), free(q), free(ref), free(o);
@@ -304,6 +373,10 @@ static void test_attention(void) {
     test_attention_case(MTPLX_TYPE_F32, 3, 8, 1, 64, 129);
     test_attention_case(MTPLX_TYPE_F32, 17, 2, 2, 256, 5);
     test_attention_case(MTPLX_TYPE_F16, 100, 4, 2, 64, 0); /* prefill-sized */
+    /* flash tiles: 16 queries, 32 keys; none of these is a multiple */
+    test_attention_case(MTPLX_TYPE_F16, 50, 6, 2, 40, 70);  /* a chunk after a prefix */
+    test_attention_case(MTPLX_TYPE_F16, 33, 8, 2, 128, 0);
+    test_attention_case(MTPLX_TYPE_F32, 70, 4, 1, 256, 45); /* 82 KB of shared memory */
 }
 
 /* ---- whole models ---- */
@@ -340,14 +413,25 @@ static mtplx_model *load_model(const char *path) {
 /* Logits of the CUDA backend against the CPU backend: a prompt with all its
  * logits (the verify shape), a longer prefill in chunks, then single decode
  * steps. Tolerance relative to the largest CPU logit: the CPU rounds
- * activations to 8 bits for quantised weights. */
-static void test_model(const char *path, double tol, bool mtp) {
+ * activations to 8 bits for quantised weights. The chunks of 64 rows take
+ * the prefill kernels (tensor-core GEMM, flash attention) as the backend
+ * has them (on unless the environment says otherwise); plain_prefill turns
+ * both off, for the same checks over the step kernels alone. */
+static void test_model(const char *path, double tol, bool mtp, bool plain_prefill) {
     mtplx_model *m = load_model(path);
     if (!m) return;
     mtplx_model_info info;
     mtplx_model_get_info(m, &info);
     mtplx_ctx *cc = new_ctx(m, "cpu"), *gc = new_ctx(m, "cuda");
     if (!cc || !gc) goto done;
+    mtplx_cuda_paths paths = mtplx_cuda_get_paths(gc->be);
+    if (plain_prefill) {
+        paths.tc = paths.tc_f32 = paths.flash = false;
+        mtplx_cuda_set_paths(gc->be, paths);
+    }
+    char pf[64];
+    snprintf(pf, sizeof pf, "prefill: tensor cores %s, flash %s",
+             paths.tc ? (paths.tc_f32 ? "all" : "on") : "off", paths.flash ? "on" : "off");
     int32_t V = info.n_vocab, tok[200];
     for (int i = 0; i < 200; i++) tok[i] = (int32_t)((i * 7919 + 13) % V);
     /* 1. 12 tokens, all logits */
@@ -371,7 +455,8 @@ static void test_model(const char *path, double tol, bool mtp) {
             break;
         e = fmax(e, rel_err(mtplx_logits(gc, -1), mtplx_logits(cc, -1), V, 1.0));
     }
-    report(e <= tol, "model %s: chunked prefill to 162, then 5 decode steps  %.2e (tol %.0e)", info.name, e, tol);
+    report(e <= tol, "model %s: chunked prefill to 162 (%s), then 5 decode steps  %.2e (tol %.0e)",
+           info.name, pf, e, tol);
 
     /* 3. greedy text: MTP == AR on the GPU; and GPU AR vs CPU AR (reported) */
     if (mtp && info.n_mtp > 0) {
@@ -396,8 +481,8 @@ static void test_model(const char *path, double tol, bool mtp) {
             int same = 0;
             while (same < ar[0] && same < sp[0] && ar[1 + same] == sp[1 + same]) same++;
             report(ar[0] == 64 && sp[0] == 64 && same == 64,
-                   "model %s: greedy MTP depth %d == AR on the GPU (%d/64 tokens, %.2f tokens/forward)",
-                   info.name, depth, same, mtplx_gen_stats_tokens_per_forward(&st));
+                   "model %s: greedy MTP depth %d == AR on the GPU (%d/64 tokens, %.2f tokens/forward; %s)",
+                   info.name, depth, same, mtplx_gen_stats_tokens_per_forward(&st), pf);
         }
         int same = 0;
         while (same < ar[0] && same < car[0] && ar[1 + same] == car[1 + same]) same++;
@@ -562,8 +647,9 @@ int main(void) {
     cpu->free(cpu);
     /* MTPLX_CUDA_TEST_OPS_ONLY=1: the op checks only (for compute-sanitizer) */
     if (!getenv("MTPLX_CUDA_TEST_OPS_ONLY")) {
-        test_model(MTPLX_SOURCE_DIR "/tests/fixtures/models/qwen3", 2e-3, false);
-        test_model(MTPLX_SOURCE_DIR "/models/default.gguf", 3e-2, true);
+        test_model(MTPLX_SOURCE_DIR "/tests/fixtures/models/qwen3", 2e-3, false, false);
+        test_model(MTPLX_SOURCE_DIR "/models/default.gguf", 3e-2, true, false);
+        test_model(MTPLX_SOURCE_DIR "/models/default.gguf", 3e-2, true, true);
         test_graphs(MTPLX_SOURCE_DIR "/models/default.gguf");
         test_fit(MTPLX_SOURCE_DIR "/models/default.gguf");
     }

@@ -46,9 +46,19 @@
  * does not want logits in its token events). Opt-in as well, for the same
  * reason: MTPLX_CUDA_ARGMAX=1.
  *
+ * Prefill (more than MTPLX_CUDA_STEP_ROWS rows) takes two other kernels: the
+ * tensor-core GEMM (mtplx_cuda_matmul_tc) and the tiled, flash-style
+ * attention (mtplx_cuda_attention_flash). Neither is bit-identical to the
+ * step kernels, and neither can meet a captured step (at most
+ * MTPLX_CUDA_STEP_ROWS rows), so graph and plain steps still agree bit for
+ * bit. Both are on by default and written without a GPU at hand: the
+ * environment turns them off when the backend is made (MTPLX_CUDA_TC=0,
+ * MTPLX_CUDA_FLASH=0), and MTPLX_CUDA_TC=all sends F32 weights to the
+ * tensor cores too (in bf16: off by default, since an F32 checkpoint is
+ * kept for its precision). mtplx_cuda_set_paths() does the same at run time.
+ *
  * Left out for now: sampling at temperature > 0 and its acceptance test on
- * the GPU (the logits rows are copied back for those), a tensor-core GEMM
- * for prefill, several GPUs. */
+ * the GPU (the logits rows are copied back for those), several GPUs. */
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_kernels.h"
 #include "kernels/kernels.h"
@@ -95,6 +105,7 @@ typedef struct {
     const int32_t *cap_tok;
     bool cap_bad;
     mtplx_cuda_graph_stats gstats;
+    mtplx_cuda_paths paths; /* prefill kernels (header comment) */
 } cuda_backend;
 
 static void check(cudaError_t e, const char *what, const char *file, int line) {
@@ -181,14 +192,25 @@ static size_t weight_bytes(const mtplx_weight *w) {
     return mtplx_row_size(w->type, w->k) * (size_t)w->m;
 }
 
+/* Tensor cores for a prefill's many rows (header comment); the GEMV for the
+ * rest and for what the tensor-core kernel does not take. */
+static bool use_tc(const cuda_backend *c, const mtplx_weight *w, const void *W, size_t rb,
+                   int64_t n) {
+    return c->paths.tc && n > MTPLX_CUDA_STEP_ROWS &&
+           (w->type != MTPLX_TYPE_F32 || c->paths.tc_f32) &&
+           mtplx_cuda_matmul_tc_ok(w->type, W, rb, w->k);
+}
+
 static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bias, const float *x,
                       int64_t n, float *y) {
     cuda_backend *c = (cuda_backend *)be;
     const void *W = param(c, w->data, weight_bytes(w));
     const float *b = param(c, bias, (size_t)w->m * sizeof(float));
-    CK(mtplx_cuda_matmul(c->stream, w->type, W, mtplx_row_size(w->type, w->k), w->m, w->k, x, n, y,
-                         b),
-       "matmul");
+    size_t rb = mtplx_row_size(w->type, w->k);
+    if (use_tc(c, w, W, rb, n))
+        CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rb, w->m, w->k, x, n, y, b), "matmul (tensor cores)");
+    else
+        CK(mtplx_cuda_matmul(c->stream, w->type, W, rb, w->m, w->k, x, n, y, b), "matmul");
 }
 
 static void cu_rmsnorm(mtplx_backend *be, const float *x, const float *w, float *out, int64_t n,
@@ -227,9 +249,14 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
                          int64_t pos0, float scale, float *out) {
     cuda_backend *c = (cuda_backend *)be;
     const mtplx_cuda_step *dyn = step_pos(c, &pos0);
-    CK(mtplx_cuda_attention(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type, pos0,
-                            scale, out, dyn),
-       "attention");
+    if (c->paths.flash && n_tok > MTPLX_CUDA_STEP_ROWS)
+        CK(mtplx_cuda_attention_flash(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type,
+                                      pos0, scale, out, dyn),
+           "attention (flash)");
+    else
+        CK(mtplx_cuda_attention(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type,
+                                pos0, scale, out, dyn),
+           "attention");
 }
 
 static void cu_get_row(mtplx_backend *be, const mtplx_weight *w, int64_t id, float *out) {
@@ -385,6 +412,25 @@ void mtplx_cuda_set_graphs(mtplx_backend *be, bool on) {
 
 mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be) {
     return ((const cuda_backend *)be)->gstats;
+}
+
+mtplx_cuda_paths mtplx_cuda_get_paths(const mtplx_backend *be) {
+    return ((const cuda_backend *)be)->paths;
+}
+
+void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p) {
+    ((cuda_backend *)be)->paths = p;
+}
+
+/* The prefill kernels from the environment: on unless "0"; MTPLX_CUDA_TC=all
+ * adds F32 weights. */
+static mtplx_cuda_paths paths_from_env(void) {
+    const char *tc = getenv("MTPLX_CUDA_TC"), *fa = getenv("MTPLX_CUDA_FLASH");
+    mtplx_cuda_paths p = {.tc = true, .tc_f32 = false, .flash = true};
+    if (tc && strcmp(tc, "0") == 0) p.tc = false;
+    if (tc && strcmp(tc, "all") == 0) p.tc_f32 = true;
+    if (fa && strcmp(fa, "0") == 0) p.flash = false;
+    return p;
 }
 
 static void *cu_buf_alloc(mtplx_backend *be, size_t bytes) {
@@ -544,6 +590,7 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     /* opt-in until tools/cuda_test.sh has passed with them on a GPU */
     const char *ge = getenv("MTPLX_CUDA_GRAPHS");
     c->graphs = ge && strcmp(ge, "1") == 0;
+    c->paths = paths_from_env();
     c->base = (mtplx_backend){
         .name = "cuda",
         .n_threads = 1,

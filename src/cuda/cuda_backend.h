@@ -38,6 +38,15 @@ typedef struct mtplx_cuda_graph_stats {
     int64_t failed;   /* captures that failed (their keys stay plain) */
 } mtplx_cuda_graph_stats;
 mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be);
+/* The prefill kernels (more than MTPLX_CUDA_STEP_ROWS rows, backend_cuda.c):
+ * the tensor-core GEMM (tc; tc_f32: F32 weights too, in bf16) and the
+ * flash-style attention (flash). Set from MTPLX_CUDA_TC (0 / all) and
+ * MTPLX_CUDA_FLASH (0) when the backend is made: tc and flash on, tc_f32 off. */
+typedef struct mtplx_cuda_paths {
+    bool tc, tc_f32, flash;
+} mtplx_cuda_paths;
+mtplx_cuda_paths mtplx_cuda_get_paths(const mtplx_backend *be);
+void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p);
 /* Free and total bytes of GPU `device` (cudaMemGetInfo). */
 mtplx_status mtplx_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes);
 
