@@ -208,7 +208,8 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
     const float *b = param(c, bias, (size_t)w->m * sizeof(float));
     size_t rb = mtplx_row_size(w->type, w->k);
     if (use_tc(c, w, W, rb, n))
-        CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rb, w->m, w->k, x, n, y, b), "matmul (tensor cores)");
+        CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rb, w->m, w->k, x, n, y, b),
+           "matmul (tensor cores)");
     else
         CK(mtplx_cuda_matmul(c->stream, w->type, W, rb, w->m, w->k, x, n, y, b), "matmul");
 }
@@ -250,8 +251,8 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
     cuda_backend *c = (cuda_backend *)be;
     const mtplx_cuda_step *dyn = step_pos(c, &pos0);
     if (c->paths.flash && n_tok > MTPLX_CUDA_STEP_ROWS)
-        CK(mtplx_cuda_attention_flash(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type,
-                                      pos0, scale, out, dyn),
+        CK(mtplx_cuda_attention_flash(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v,
+                                      kv_type, pos0, scale, out, dyn),
            "attention (flash)");
     else
         CK(mtplx_cuda_attention(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type,
@@ -498,9 +499,11 @@ static void cu_free(mtplx_backend *be) {
     cuda_backend *c = (cuda_backend *)be;
     mtplx_log(MTPLX_LOG_INFO,
               "cuda: %.1f MB of weights; CUDA graphs %s: %lld captured, %lld forwards replayed, "
-              "%lld plain, %lld failed captures",
+              "%lld plain, %lld failed captures; prefill: tensor cores %s, flash attention %s",
               (double)c->param_bytes / 1e6, c->graphs ? "on" : "off", (long long)c->gstats.captured,
-              (long long)c->gstats.replayed, (long long)c->gstats.plain, (long long)c->gstats.failed);
+              (long long)c->gstats.replayed, (long long)c->gstats.plain, (long long)c->gstats.failed,
+              c->paths.tc ? (c->paths.tc_f32 ? "on (F32 too)" : "on") : "off",
+              c->paths.flash ? "on" : "off");
     mtplx_cuda_forget_params(be);
     cudaFree(c->dstep);
     cudaFree(c->picks);
