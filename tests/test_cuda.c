@@ -657,14 +657,25 @@ int main(void) {
         printf("FAIL cpu backend: %s\n", mtplx_last_error());
         return 1;
     }
-    test_matmul();
-    test_small_ops();
-    test_attention();
-    test_argmax();
+    /* MTPLX_CUDA_TEST_OPS_ONLY=1: the op checks only (for compute-sanitizer);
+     * =prefill: a few small cases of the prefill kernels only (for its
+     * racecheck, which is slow: they share tiles through shared memory) */
+    const char *only = getenv("MTPLX_CUDA_TEST_OPS_ONLY");
+    if (only && strcmp(only, "prefill") == 0) {
+        test_matmul_case(MTPLX_TYPE_BF16, 70, 200, 40, true);
+        test_matmul_case(MTPLX_TYPE_F16, 37, 72, 17, false);
+        test_matmul_case(MTPLX_TYPE_Q4_K, 65, 256, 20, false);
+        test_attention_case(MTPLX_TYPE_F16, 40, 2, 1, 64, 10);
+        test_attention_case(MTPLX_TYPE_F32, 20, 2, 2, 256, 3);
+    } else {
+        test_matmul();
+        test_small_ops();
+        test_attention();
+        test_argmax();
+    }
     gpu->free(gpu);
     cpu->free(cpu);
-    /* MTPLX_CUDA_TEST_OPS_ONLY=1: the op checks only (for compute-sanitizer) */
-    if (!getenv("MTPLX_CUDA_TEST_OPS_ONLY")) {
+    if (!only) {
         test_model(MTPLX_SOURCE_DIR "/tests/fixtures/models/qwen3", 2e-3, false, false);
         test_model(MTPLX_SOURCE_DIR "/models/default.gguf", 3e-2, true, false);
         test_model(MTPLX_SOURCE_DIR "/models/default.gguf", 3e-2, true, true);

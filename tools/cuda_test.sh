@@ -6,7 +6,7 @@
 #
 # Files written to $OUT (or the build dir): cuda_test.log (everything, the
 # summary last), summary.txt (the summary and the speed tables alone),
-# test_cuda.out, test_cuda.memcheck.out. Scratch (run outputs, the random
+# test_cuda.out, test_cuda.memcheck.out, test_cuda.racecheck.out. Scratch (run outputs, the random
 # 0.6B model) stays in the build dir. Aimed at < 120 s on an H200.
 #
 # 1. C dependencies: when pkg-config cannot find them (the GPU image has nvcc,
@@ -174,6 +174,16 @@ if [ -n "$SAN" ] && [ $HAVE_GPU = 1 ] && [ -z "${MTPLX_CUDA_TEST_NO_MEMCHECK:-}"
     0) result "test_cuda ops under memcheck" ok "$(grep 'ERROR SUMMARY' "$LOGDIR/test_cuda.memcheck.out" | tail -1)" ;;
     124) result "test_cuda ops under memcheck" skip "timed out after 40 s (not counted)" ;;
     *) result "test_cuda ops under memcheck" FAIL "rc=$rc $(grep 'ERROR SUMMARY' "$LOGDIR/test_cuda.memcheck.out" | tail -1)" ;;
+    esac
+    # shared-memory races in the prefill kernels (tensor-core GEMM, flash attention)
+    (cd "$ROOT" && MTPLX_CUDA_TEST_OPS_ONLY=prefill timeout 40 "$SAN" --tool racecheck --error-exitcode 3 "$TEST") \
+        >"$LOGDIR/test_cuda.racecheck.out" 2>&1
+    rc=$?
+    tail -5 "$LOGDIR/test_cuda.racecheck.out" >>"$LOG"
+    case $rc in
+    0) result "prefill kernels under racecheck" ok "$(grep 'RACECHECK SUMMARY\|ERROR SUMMARY' "$LOGDIR/test_cuda.racecheck.out" | tail -1)" ;;
+    124) result "prefill kernels under racecheck" skip "timed out after 40 s (not counted)" ;;
+    *) result "prefill kernels under racecheck" FAIL "rc=$rc $(grep 'RACECHECK SUMMARY\|ERROR SUMMARY\|FAIL' "$LOGDIR/test_cuda.racecheck.out" | tail -1)" ;;
     esac
 else
     result "test_cuda ops under memcheck" skip "no compute-sanitizer, no GPU, or MTPLX_CUDA_TEST_NO_MEMCHECK set"
