@@ -184,15 +184,16 @@ static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool wit
             continue;
         }
         emu = malloc((size_t)(n * m) * sizeof(float));
-        float *gdeq = malloc((size_t)(m * k) * sizeof(float)), *rowd = gpu->buf_alloc(gpu, (size_t)k * 4);
-        MTPLX_ASSERT(gdeq != NULL && rowd != NULL);
-        for (int64_t r = 0; r < m; r++) {
-            gpu->get_row(gpu, &w, r, rowd);
-            gpu->download(gpu, gdeq + r * k, rowd, (size_t)k * sizeof(float));
-        }
+        /* all m rows in one gather (one launch: quick under memcheck) */
+        int32_t *all = malloc((size_t)m * sizeof(int32_t));
+        float *rowsd = gpu->buf_alloc(gpu, (size_t)(m * k) * sizeof(float));
+        MTPLX_ASSERT(all != NULL && rowsd != NULL);
+        for (int64_t r = 0; r < m; r++) all[r] = (int32_t)r;
+        gpu->get_rows(gpu, &w, all, m, rowsd);
+        float *gdeq = from_dev(rowsd, (size_t)(m * k));
         ref_matmul(type, gdeq, x, bias, m, k, n, emu);
-        gpu->buf_free(gpu, rowd);
-        free(gdeq);
+        gpu->buf_free(gpu, rowsd);
+        free(gdeq), free(all);
         double e0 = rel_err(y, emu, n * m, 1e-3);
         report(e0 <= TOL_MM_TC_EMU && e1 <= TOL_MM_TC_EXACT && e2 <= tol_mm_tc_cpu(type),
                "matmul %-4s m=%-4lld k=%-5lld n=%-3lld%s tensor cores (MTPLX_CUDA_TC): vs emu %.2e (tol "
