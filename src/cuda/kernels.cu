@@ -272,14 +272,15 @@ cudaError_t launch_mm(cudaStream_t s, const void *W, size_t rb, int64_t m, int64
  * shared memory; k must be a multiple of 8 (deq8's group). While the warps
  * multiply one tile, the next tile's global loads are in flight in registers
  * (one stage, no cp.async: simple first). */
-constexpr int TC_BM = 64, TC_BN = 64, TC_BK = 32;
+constexpr int TC_BM = 64, TC_BN = 64, TC_BK = 64;
 constexpr int TC_THREADS = 128;
-/* shared row stride in elements: 80 bytes, so WMMA's 16-row steps stay
+/* shared row stride in elements: 144 bytes, so WMMA's 16-row steps stay
  * 32-byte aligned and the 8 rows of an ldmatrix hit distinct banks */
 constexpr int TC_LD = TC_BK + 8;
 constexpr int TC_LDC = TC_BN + 4; /* the f32 output tile's stride */
-/* 8-element groups per operand tile, and per thread */
-constexpr int TC_GROUPS = TC_BM * TC_BK / 8, TC_PER_THREAD = TC_GROUPS / TC_THREADS;
+/* 8-element groups per tile row, per operand tile, and per thread */
+constexpr int TC_GPR = TC_BK / 8, TC_GROUPS = TC_BM * TC_GPR,
+              TC_PER_THREAD = TC_GROUPS / TC_THREADS;
 static_assert(TC_BM == TC_BN, "one loader indexing serves both operand tiles");
 static_assert(TC_GROUPS % TC_THREADS == 0, "every thread loads the same number of groups");
 
@@ -302,8 +303,8 @@ template <typename E> __device__ __forceinline__ uint4 pack8(const float v[8]) {
 }
 
 /* The k-step at k0 of both operand tiles, packed to E, into registers:
- * thread tid's groups tid + TC_THREADS * h, each (tile row g / 4, k group
- * g % 4). Rows past m or n and groups past k are zeros. */
+ * thread tid's groups g = tid + TC_THREADS * h, each (tile row g / TC_GPR,
+ * k group g % TC_GPR). Rows past m or n and groups past k are zeros. */
 template <int T, typename E>
 __device__ __forceinline__ void tc_fetch(const uint8_t *__restrict__ W, size_t rb, int64_t m,
                                          int64_t k, const float *__restrict__ x, int64_t n,
@@ -311,8 +312,8 @@ __device__ __forceinline__ void tc_fetch(const uint8_t *__restrict__ W, size_t r
                                          uint4 wreg[TC_PER_THREAD], uint4 xreg[TC_PER_THREAD]) {
 #pragma unroll
     for (int h = 0; h < TC_PER_THREAD; h++) {
-        int g = (int)threadIdx.x + TC_THREADS * h, row = g >> 2;
-        int64_t gk = k0 / 8 + (g & 3);
+        int g = (int)threadIdx.x + TC_THREADS * h, row = g / TC_GPR;
+        int64_t gk = k0 / 8 + g % TC_GPR;
         float v[8];
         bool in_k = gk < k / 8;
         if (in_k && r0 + row < m) {
@@ -362,8 +363,8 @@ __global__ void __launch_bounds__(TC_THREADS)
 #pragma unroll
         for (int h = 0; h < TC_PER_THREAD; h++) {
             int g = (int)threadIdx.x + TC_THREADS * h;
-            *(uint4 *)&ws[g >> 2][(g & 3) * 8] = wreg[h];
-            *(uint4 *)&xs[g >> 2][(g & 3) * 8] = xreg[h];
+            *(uint4 *)&ws[g / TC_GPR][(g % TC_GPR) * 8] = wreg[h];
+            *(uint4 *)&xs[g / TC_GPR][(g % TC_GPR) * 8] = xreg[h];
         }
         __syncthreads();
         if (k0 + TC_BK < k) tc_fetch<T, E>(W, rb, m, k, x, n, xvec, r0, i0, k0 + TC_BK, wreg, xreg);
