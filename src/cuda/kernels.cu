@@ -3,11 +3,14 @@
  * Decode and verification are memory bound, so the matmul is a GEMV that
  * keeps up to 16 rows of activations in registers: one warp per output row
  * walks the weight row once, dequantising 8 elements at a time, and applies
- * them to every activation row. Larger n (prefill) runs the same kernel per
- * 16 rows, so it re-reads the weights n/16 times; a tensor-core GEMM for
- * prefill is left for later. Attention is one block per (token, head) with an
+ * them to every activation row. Larger n (prefill) can run the same kernel
+ * per 16 rows (re-reading the weights n/16 times), but normally takes the
+ * tensor-core GEMM below (tc_mm_kernel: 64 x 64 tiles, operands rounded to
+ * bf16 / f16). Attention for a step is one block per (token, head) with an
  * online softmax per warp (flash-decoding's split over the context is left for
- * later). All math is f32; no fast-math, so RoPE's angles stay accurate.
+ * later); for a prefill, fa_kernel tiles queries and keys through shared
+ * memory. Apart from the tensor-core operands, all math is f32; no fast-math,
+ * so RoPE's angles stay accurate.
  *
  * Kernels whose work depends on the position (RoPE, the KV store, attention)
  * and the embedding gather take an optional `dyn` pointer to a step block in
