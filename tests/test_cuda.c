@@ -242,6 +242,41 @@ static void test_matmul(void) {
     }
 }
 
+/* The tensor-core GEMM reading x through scalar loads (x not 16-byte
+ * aligned) must give the very bits of its vector loads: the values rounded
+ * to the operand type are the same, only the load instructions differ. */
+static void test_matmul_tc_unaligned(int type) {
+    int64_t m = 50, k = 256, n = 33;
+    size_t rs = mtplx_row_size(type, k);
+    uint8_t *W = malloc(rs * (size_t)m);
+    float *wf = rand_vec(k, 1.0f), *x = rand_vec(n * k, 1.0f);
+    for (int64_t r = 0; r < m; r++) {
+        for (int64_t j = 0; j < k; j++) wf[j] = grand();
+        mtplx_quantize_row(type, wf, W + (size_t)r * rs, k);
+    }
+    mtplx_weight w = {.type = type, .m = m, .k = k, .data = W};
+    mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu), p = saved;
+    p.tc = p.tc_f32 = true;
+    mtplx_cuda_set_paths(gpu, p);
+    float *xd = gpu->buf_alloc(gpu, (size_t)(n * k + 1) * sizeof(float));
+    float *yd = gpu->buf_alloc(gpu, (size_t)(n * m) * sizeof(float));
+    gpu->upload(gpu, xd + 1, x, (size_t)(n * k) * sizeof(float));
+    gpu->matmul(gpu, &w, NULL, xd + 1, n, yd);
+    float *y1 = from_dev(yd, (size_t)(n * m));
+    gpu->upload(gpu, xd, x, (size_t)(n * k) * sizeof(float));
+    gpu->matmul(gpu, &w, NULL, xd, n, yd);
+    float *y0 = from_dev(yd, (size_t)(n * m));
+    bool same = memcmp(y0, y1, (size_t)(n * m) * sizeof(float)) == 0;
+    report(same,
+           "matmul %-4s m=%lld k=%lld n=%lld tensor cores (MTPLX_CUDA_TC): x unaligned == aligned, "
+           "bit for bit",
+           mtplx_type_info(type)->name, (long long)m, (long long)k, (long long)n);
+    mtplx_cuda_set_paths(gpu, saved);
+    gpu->buf_free(gpu, xd), gpu->buf_free(gpu, yd);
+    mtplx_cuda_forget_params(gpu);
+    free(W), free(wf), free(x), free(y0), free(y1);
+}
+
 /* ---- small ops ---- */
 static void test_small_ops(void) {
     /* rmsnorm: rows of odd sizes, out of place and in place */
@@ -670,6 +705,8 @@ int main(void) {
         test_attention_case(MTPLX_TYPE_F32, 20, 2, 2, 256, 3);
     } else {
         test_matmul();
+        test_matmul_tc_unaligned(MTPLX_TYPE_BF16);
+        test_matmul_tc_unaligned(MTPLX_TYPE_Q4_K);
         test_small_ops();
         test_attention();
         test_argmax();
