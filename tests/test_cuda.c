@@ -145,6 +145,24 @@ static void ref_matmul(int emu_type, const float *deq, const float *x, const flo
     free(wr), free(xr);
 }
 
+/* What the tensor-core GEMM should give for w and x: ref_matmul's
+ * emulation of its rounding over the GPU's own dequantised rows (all m
+ * gathered at once: one launch, quick under memcheck). */
+static float *tc_emulated(const mtplx_weight *w, const float *x, const float *bias, int64_t n) {
+    int64_t m = w->m, k = w->k;
+    float *emu = malloc((size_t)(n * m) * sizeof(float));
+    int32_t *all = malloc((size_t)m * sizeof(int32_t));
+    float *rowsd = gpu->buf_alloc(gpu, (size_t)(m * k) * sizeof(float));
+    MTPLX_ASSERT(emu != NULL && all != NULL && rowsd != NULL);
+    for (int64_t r = 0; r < m; r++) all[r] = (int32_t)r;
+    gpu->get_rows(gpu, w, all, m, rowsd);
+    float *gdeq = from_dev(rowsd, (size_t)(m * k));
+    ref_matmul(w->type, gdeq, x, bias, m, k, n, emu);
+    gpu->buf_free(gpu, rowsd);
+    free(gdeq), free(all);
+    return emu;
+}
+
 static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool with_bias) {
     size_t rs = mtplx_row_size(type, k);
     uint8_t *W = malloc(rs * (size_t)m);
@@ -162,14 +180,16 @@ static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool wit
     cpu->matmul(cpu, &w, bias, x, n, ycpu);
     float *xd = to_dev(x, (size_t)(n * k) * sizeof(float));
     float *yd = gpu->buf_alloc(gpu, (size_t)(n * m) * sizeof(float));
-    /* the GEMV always; for n > 16 also the tensor-core GEMM (for F32 only
-     * where k allows it: the kernel wants k % 8 == 0) */
+    /* the GEMV always; for n > 16 also the tensor-core GEMM (where k allows
+     * it: k % 8 == 0), without (tc 1) and with (tc 2) split-k; these small m
+     * leave SMs idle, so split-k does split here */
     mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu);
     bool tc_too = n > 16 && k % 8 == 0;
-    float *y = NULL, *emu = NULL;
-    for (int tc = 0; tc <= (tc_too ? 1 : 0); tc++) {
+    float *y = NULL, *emu = tc_too ? tc_emulated(&w, x, bias, n) : NULL;
+    for (int tc = 0; tc <= (tc_too ? 2 : 0); tc++) {
         mtplx_cuda_paths p = saved;
-        p.tc = p.tc_f32 = tc;
+        p.tc = p.tc_f32 = tc > 0;
+        p.tc_split = tc == 2;
         mtplx_cuda_set_paths(gpu, p);
         gpu->matmul(gpu, &w, bias, xd, n, yd);
         free(y);
@@ -183,22 +203,12 @@ static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool wit
                    TOL_MM_EXACT, e2, tol_mm_cpu(type));
             continue;
         }
-        emu = malloc((size_t)(n * m) * sizeof(float));
-        /* all m rows in one gather (one launch: quick under memcheck) */
-        int32_t *all = malloc((size_t)m * sizeof(int32_t));
-        float *rowsd = gpu->buf_alloc(gpu, (size_t)(m * k) * sizeof(float));
-        MTPLX_ASSERT(all != NULL && rowsd != NULL);
-        for (int64_t r = 0; r < m; r++) all[r] = (int32_t)r;
-        gpu->get_rows(gpu, &w, all, m, rowsd);
-        float *gdeq = from_dev(rowsd, (size_t)(m * k));
-        ref_matmul(type, gdeq, x, bias, m, k, n, emu);
-        gpu->buf_free(gpu, rowsd);
-        free(gdeq), free(all);
         double e0 = rel_err(y, emu, n * m, 1e-3);
         report(e0 <= TOL_MM_TC_EMU && e1 <= TOL_MM_TC_EXACT && e2 <= tol_mm_tc_cpu(type),
-               "matmul %-4s m=%-4lld k=%-5lld n=%-3lld%s tensor cores (MTPLX_CUDA_TC): vs emu %.2e (tol "
+               "matmul %-4s m=%-4lld k=%-5lld n=%-3lld%s tensor cores%s: vs emu %.2e (tol "
                "%.0e)  vs exact %.2e (tol %.0e)  vs cpu %.2e (tol %.0e)",
-               name, (long long)m, (long long)k, (long long)n, with_bias ? " +bias" : "", e0,
+               name, (long long)m, (long long)k, (long long)n, with_bias ? " +bias" : "",
+               tc == 2 ? " + split-k (MTPLX_CUDA_TC_SPLIT)" : " (MTPLX_CUDA_TC)", e0,
                TOL_MM_TC_EMU, e1, TOL_MM_TC_EXACT, e2, tol_mm_tc_cpu(type));
     }
     mtplx_cuda_set_paths(gpu, saved);

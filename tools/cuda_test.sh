@@ -150,7 +150,7 @@ else
     result "test_cuda" FAIL "rc=$rc $line"
 fi
 # the prefill kernels: a count per path, and which switch turns a failing one off
-for pat in 'tensor cores:MTPLX_CUDA_TC=0' 'flash:MTPLX_CUDA_FLASH=0'; do
+for pat in 'tensor cores (MTPLX_CUDA_TC):MTPLX_CUDA_TC=0' 'split-k:MTPLX_CUDA_TC_SPLIT=0' 'flash:MTPLX_CUDA_FLASH=0'; do
     what=${pat%%:*} off=${pat#*:}
     nok=$(grep -c "^  ok .*$what" "$LOGDIR/test_cuda.out")
     nf=$(grep -c "^  FAIL.*$what" "$LOGDIR/test_cuda.out")

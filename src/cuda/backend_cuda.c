@@ -55,7 +55,10 @@
  * environment turns them off when the backend is made (MTPLX_CUDA_TC=0,
  * MTPLX_CUDA_FLASH=0), and MTPLX_CUDA_TC=all sends F32 weights to the
  * tensor cores too (in bf16: off by default, since an F32 checkpoint is
- * kept for its precision). mtplx_cuda_set_paths() does the same at run time.
+ * kept for its precision). The GEMM splits k over more blocks when its tiles
+ * leave SMs idle, summing the splits in a fixed order through a scratch made
+ * here (TC_SPLIT_BYTES); MTPLX_CUDA_TC_SPLIT=0 turns that off alone.
+ * mtplx_cuda_set_paths() does the same at run time.
  *
  * Left out for now: sampling at temperature > 0 and its acceptance test on
  * the GPU (the logits rows are copied back for those), several GPUs. */
@@ -75,6 +78,10 @@ typedef struct {
 } param_slot;
 
 enum { MAX_GRAPHS = 128, PICK_ROWS = 32 };
+/* split-k partials of the tensor-core GEMM: it splits only while its tiles
+ * number fewer than the SMs, so it needs at most about 3 n_sm tiles of
+ * 64 x 64 floats (6.5 MB on 132 SMs); it splits less when this is short */
+#define TC_SPLIT_BYTES ((size_t)8 << 20)
 
 typedef struct {
     mtplx_graph_key key;
@@ -106,6 +113,7 @@ typedef struct {
     bool cap_bad;
     mtplx_cuda_graph_stats gstats;
     mtplx_cuda_paths paths; /* prefill kernels (header comment) */
+    mtplx_cuda_tc_split split; /* split-k scratch and the SM count */
 } cuda_backend;
 
 static void check(cudaError_t e, const char *what, const char *file, int line) {
@@ -208,7 +216,8 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
     const float *b = param(c, bias, (size_t)w->m * sizeof(float));
     size_t rb = mtplx_row_size(w->type, w->k);
     if (use_tc(c, w, W, rb, n))
-        CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rb, w->m, w->k, x, n, y, b),
+        CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rb, w->m, w->k, x, n, y, b,
+                                c->paths.tc_split ? &c->split : NULL),
            "matmul (tensor cores)");
     else
         CK(mtplx_cuda_matmul(c->stream, w->type, W, rb, w->m, w->k, x, n, y, b), "matmul");
@@ -427,8 +436,10 @@ void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p) {
  * adds F32 weights. */
 static mtplx_cuda_paths paths_from_env(void) {
     const char *tc = getenv("MTPLX_CUDA_TC"), *fa = getenv("MTPLX_CUDA_FLASH");
-    mtplx_cuda_paths p = {.tc = true, .tc_f32 = false, .flash = true};
+    const char *sk = getenv("MTPLX_CUDA_TC_SPLIT");
+    mtplx_cuda_paths p = {.tc = true, .tc_f32 = false, .tc_split = true, .flash = true};
     if (tc && strcmp(tc, "0") == 0) p.tc = false;
+    if (sk && strcmp(sk, "0") == 0) p.tc_split = false;
     if (tc && strcmp(tc, "all") == 0) p.tc_f32 = true;
     if (fa && strcmp(fa, "0") == 0) p.flash = false;
     return p;
@@ -499,15 +510,17 @@ static void cu_free(mtplx_backend *be) {
     cuda_backend *c = (cuda_backend *)be;
     mtplx_log(MTPLX_LOG_INFO,
               "cuda: %.1f MB of weights; CUDA graphs %s: %lld captured, %lld forwards replayed, "
-              "%lld plain, %lld failed captures; prefill: tensor cores %s, flash attention %s",
+              "%lld plain, %lld failed captures; prefill: tensor cores %s%s, flash attention %s",
               (double)c->param_bytes / 1e6, c->graphs ? "on" : "off", (long long)c->gstats.captured,
               (long long)c->gstats.replayed, (long long)c->gstats.plain, (long long)c->gstats.failed,
               c->paths.tc ? (c->paths.tc_f32 ? "on (F32 too)" : "on") : "off",
+              c->paths.tc && !c->paths.tc_split ? " without split-k" : "",
               c->paths.flash ? "on" : "off");
     mtplx_cuda_forget_params(be);
     cudaFree(c->dstep);
     cudaFree(c->picks);
     cudaFree(c->ids_dev);
+    cudaFree(c->split.buf);
     free(c->gs);
     cudaStreamDestroy(c->side);
     cudaStreamDestroy(c->stream);
@@ -580,10 +593,15 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     c->gs = calloc(MAX_GRAPHS, sizeof *c->gs);
     e = cudaMalloc((void **)&c->dstep, sizeof *c->dstep);
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->picks, PICK_ROWS * sizeof *c->picks);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->split.buf, TC_SPLIT_BYTES);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&c->split.n_sm, cudaDevAttrMultiProcessorCount, device);
+    c->split.bytes = TC_SPLIT_BYTES;
     if (e != cudaSuccess || !c->gs) {
         (void)cudaGetLastError();
         cudaFree(c->dstep);
         cudaFree(c->picks);
+        cudaFree(c->split.buf);
         free(c->gs);
         cudaStreamDestroy(c->side);
         cudaStreamDestroy(c->stream);

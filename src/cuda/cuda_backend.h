@@ -39,11 +39,12 @@ typedef struct mtplx_cuda_graph_stats {
 } mtplx_cuda_graph_stats;
 mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be);
 /* The prefill kernels (more than MTPLX_CUDA_STEP_ROWS rows, backend_cuda.c):
- * the tensor-core GEMM (tc; tc_f32: F32 weights too, in bf16) and the
- * flash-style attention (flash). Set from MTPLX_CUDA_TC (0 / all) and
- * MTPLX_CUDA_FLASH (0) when the backend is made: tc and flash on, tc_f32 off. */
+ * the tensor-core GEMM (tc; tc_f32: F32 weights too, in bf16; tc_split: k
+ * split over more blocks when the tiles leave SMs idle) and the flash-style
+ * attention (flash). Set from MTPLX_CUDA_TC (0 / all), MTPLX_CUDA_TC_SPLIT
+ * (0) and MTPLX_CUDA_FLASH (0) when the backend is made: all on but tc_f32. */
 typedef struct mtplx_cuda_paths {
-    bool tc, tc_f32, flash;
+    bool tc, tc_f32, tc_split, flash;
 } mtplx_cuda_paths;
 mtplx_cuda_paths mtplx_cuda_get_paths(const mtplx_backend *be);
 void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p);

@@ -54,10 +54,19 @@ cudaError_t mtplx_cuda_matmul(cudaStream_t s, int type, const void *W, size_t ro
  * MTPLX_CUDA_STEP_ROWS, so a decode / verify step never sees it.
  * mtplx_cuda_matmul_tc_ok: whether it takes this type and layout (k % 8 ==
  * 0; float rows 16-byte aligned); otherwise it returns cudaErrorInvalidValue. */
+/* split (may be NULL: never split k): device scratch for split-k partial
+ * sums (kernels.cu says when k is split), and the GPU's SM count. The result
+ * does not depend on the scratch's address, only on the split count, which
+ * depends on (m, n, k, bytes, n_sm). */
+typedef struct mtplx_cuda_tc_split {
+    float *buf;
+    size_t bytes;
+    int n_sm;
+} mtplx_cuda_tc_split;
 bool mtplx_cuda_matmul_tc_ok(int type, const void *W, size_t row_bytes, int64_t k);
 cudaError_t mtplx_cuda_matmul_tc(cudaStream_t s, int type, const void *W, size_t row_bytes,
                                  int64_t m, int64_t k, const float *x, int64_t n, float *y,
-                                 const float *bias);
+                                 const float *bias, const mtplx_cuda_tc_split *split);
 /* out[i] = row ids[i] of W (as above) dequantised to f32 [k], i < n; with
  * ids NULL (device pointer, else) the one row id0 (n must be 1). */
 cudaError_t mtplx_cuda_get_rows(cudaStream_t s, int type, const void *W, size_t row_bytes, int64_t k,

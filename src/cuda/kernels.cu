@@ -274,7 +274,14 @@ cudaError_t launch_mm(cudaStream_t s, const void *W, size_t rb, int64_t m, int64
  * emulation of exactly this rounding). Tails of m, n and k are zero-filled in
  * shared memory; k must be a multiple of 8 (deq8's group). While the warps
  * multiply one tile, the next tile's global loads are in flight in registers
- * (one stage, no cp.async: simple first). */
+ * (one stage, no cp.async: simple first).
+ *   Split-k: a short prefill of a small matrix makes fewer 64 x 64 tiles than
+ * the GPU has SMs (m = 1024, n = 64: 16 blocks on 132 SMs), and a few busy
+ * SMs cannot pull the weights at the GPU's bandwidth. Then blockIdx.z splits
+ * k into equal runs of whole TC_BK steps; each writes its partial tile to a
+ * scratch [splits][n][m], and tc_reduce_kernel sums the splits in a fixed
+ * order (no atomics: the same inputs give the same bits on every run, which
+ * greedy MTP == AR relies on when both prefill the same prompt). */
 constexpr int TC_BM = 64, TC_BN = 64, TC_BK = 64;
 constexpr int TC_THREADS = 128;
 /* shared row stride in elements: 144 bytes, so WMMA's 16-row steps stay
@@ -310,15 +317,15 @@ template <typename E> __device__ __forceinline__ uint4 pack8(const float v[8]) {
  * k group g % TC_GPR). Rows past m or n and groups past k are zeros. */
 template <int T, typename E>
 __device__ __forceinline__ void tc_fetch(const uint8_t *__restrict__ W, size_t rb, int64_t m,
-                                         int64_t k, const float *__restrict__ x, int64_t n,
-                                         bool xvec, int64_t r0, int64_t i0, int64_t k0,
+                                         int64_t k, int64_t k_hi, const float *__restrict__ x,
+                                         int64_t n, bool xvec, int64_t r0, int64_t i0, int64_t k0,
                                          uint4 wreg[TC_PER_THREAD], uint4 xreg[TC_PER_THREAD]) {
 #pragma unroll
     for (int h = 0; h < TC_PER_THREAD; h++) {
         int g = (int)threadIdx.x + TC_THREADS * h, row = g / TC_GPR;
         int64_t gk = k0 / 8 + g % TC_GPR;
         float v[8];
-        bool in_k = gk < k / 8;
+        bool in_k = gk < k_hi / 8; /* k_hi: the end of this block's k run */
         if (in_k && r0 + row < m) {
             deq8<T>(W + (size_t)(r0 + row) * rb, gk, v);
         } else {
@@ -348,7 +355,8 @@ template <int T, typename E>
 __global__ void __launch_bounds__(TC_THREADS)
     tc_mm_kernel(const uint8_t *__restrict__ W, size_t rb, int64_t m, int64_t k,
                  const float *__restrict__ x, int64_t n, float *__restrict__ y,
-                 const float *__restrict__ bias, bool xvec) {
+                 const float *__restrict__ bias, bool xvec, int64_t kchunk,
+                 float *__restrict__ part) {
     __shared__ __align__(32) E xs[TC_BM][TC_LD]; /* activation rows x k */
     __shared__ __align__(32) E ws[TC_BN][TC_LD]; /* weight rows x k */
     __shared__ __align__(32) float cs[TC_BM][TC_LDC];
@@ -360,9 +368,11 @@ __global__ void __launch_bounds__(TC_THREADS)
     for (int a = 0; a < 2; a++)
 #pragma unroll
         for (int b = 0; b < 2; b++) wmma::fill_fragment(acc[a][b], 0.f);
+    /* this block's k run: all of k, or split blockIdx.z's (kchunk: whole TC_BK steps) */
+    int64_t k_lo = (int64_t)blockIdx.z * kchunk, k_hi = k_lo + kchunk < k ? k_lo + kchunk : k;
     uint4 wreg[TC_PER_THREAD], xreg[TC_PER_THREAD];
-    tc_fetch<T, E>(W, rb, m, k, x, n, xvec, r0, i0, 0, wreg, xreg);
-    for (int64_t k0 = 0; k0 < k; k0 += TC_BK) {
+    tc_fetch<T, E>(W, rb, m, k, k_hi, x, n, xvec, r0, i0, k_lo, wreg, xreg);
+    for (int64_t k0 = k_lo; k0 < k_hi; k0 += TC_BK) {
 #pragma unroll
         for (int h = 0; h < TC_PER_THREAD; h++) {
             int g = (int)threadIdx.x + TC_THREADS * h;
@@ -370,7 +380,8 @@ __global__ void __launch_bounds__(TC_THREADS)
             *(uint4 *)&xs[g / TC_GPR][(g % TC_GPR) * 8] = xreg[h];
         }
         __syncthreads();
-        if (k0 + TC_BK < k) tc_fetch<T, E>(W, rb, m, k, x, n, xvec, r0, i0, k0 + TC_BK, wreg, xreg);
+        if (k0 + TC_BK < k_hi)
+            tc_fetch<T, E>(W, rb, m, k, k_hi, x, n, xvec, r0, i0, k0 + TC_BK, wreg, xreg);
 #pragma unroll
         for (int kk = 0; kk < TC_BK; kk += 16) {
             /* A = activations (row major, k contiguous); B = W^T, whose
@@ -395,19 +406,63 @@ __global__ void __launch_bounds__(TC_THREADS)
             wmma::store_matrix_sync(&cs[wi + 16 * a][wr + 16 * b], acc[a][b], TC_LDC,
                                     wmma::mem_row_major);
     __syncthreads();
-    /* consecutive threads write consecutive outputs of one activation row */
+    /* consecutive threads write consecutive outputs of one activation row;
+     * a split writes its partial sums, without the bias, to part */
     for (int e = threadIdx.x; e < TC_BM * TC_BN; e += TC_THREADS) {
         int row = e / TC_BN, col = e % TC_BN;
         int64_t i = i0 + row, r = r0 + col;
-        if (i < n && r < m) y[(size_t)i * m + r] = cs[row][col] + (bias ? bias[r] : 0.f);
+        if (i >= n || r >= m) continue;
+        if (part) part[((size_t)blockIdx.z * n + i) * m + r] = cs[row][col];
+        else y[(size_t)i * m + r] = cs[row][col] + (bias ? bias[r] : 0.f);
     }
+}
+
+/* y[i] = part[0][i] + part[1][i] + ... (in that order) + bias, over n m outputs */
+__global__ void tc_reduce_kernel(const float *__restrict__ part, int splits, int64_t nm, int64_t m,
+                                 float *__restrict__ y, const float *__restrict__ bias) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nm) return;
+    float v = part[i];
+    for (int s = 1; s < splits; s++) v += part[(size_t)s * nm + i];
+    y[i] = v + (bias ? bias[i % m] : 0.f);
+}
+
+constexpr int TC_MAX_SPLITS = 8;
+
+/* How many k runs (blockIdx.z) to use: enough blocks for about two per SM
+ * when the tiles alone leave SMs idle, each run at least two TC_BK steps,
+ * and the partials must fit the scratch. 1 = no split. */
+int tc_splits(int64_t blocks, int64_t k, int64_t n, int64_t m, const mtplx_cuda_tc_split *sp) {
+    if (!sp || !sp->buf || sp->n_sm <= 0 || blocks >= sp->n_sm) return 1;
+    int64_t want = (2 * (int64_t)sp->n_sm + blocks - 1) / blocks;
+    int64_t steps = (k + TC_BK - 1) / TC_BK;
+    int64_t fit = (int64_t)(sp->bytes / ((size_t)(n * m) * sizeof(float)));
+    if (want > TC_MAX_SPLITS) want = TC_MAX_SPLITS;
+    if (want > steps / 2) want = steps / 2;
+    if (want > fit) want = fit;
+    return want >= 2 ? (int)want : 1;
 }
 
 template <int T, typename E>
 cudaError_t launch_tc(cudaStream_t s, const void *W, size_t rb, int64_t m, int64_t k,
-                      const float *x, int64_t n, float *y, const float *bias, bool xvec) {
-    dim3 grid((unsigned)((m + TC_BN - 1) / TC_BN), (unsigned)((n + TC_BM - 1) / TC_BM));
-    tc_mm_kernel<T, E><<<grid, TC_THREADS, 0, s>>>((const uint8_t *)W, rb, m, k, x, n, y, bias, xvec);
+                      const float *x, int64_t n, float *y, const float *bias, bool xvec,
+                      const mtplx_cuda_tc_split *sp) {
+    int64_t gx = (m + TC_BN - 1) / TC_BN, gy = (n + TC_BM - 1) / TC_BM;
+    int64_t steps = (k + TC_BK - 1) / TC_BK;
+    int splits = tc_splits(gx * gy, k, n, m, sp);
+    /* whole steps per run; recount the runs so that none is empty */
+    int64_t kchunk = (steps + splits - 1) / splits * TC_BK;
+    splits = (int)((k + kchunk - 1) / kchunk);
+    float *part = splits > 1 ? sp->buf : NULL;
+    dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)splits);
+    tc_mm_kernel<T, E>
+        <<<grid, TC_THREADS, 0, s>>>((const uint8_t *)W, rb, m, k, x, n, y, bias, xvec, kchunk, part);
+    if (part) {
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return e;
+        int64_t nm = n * m;
+        tc_reduce_kernel<<<(unsigned)((nm + 255) / 256), 256, 0, s>>>(part, splits, nm, m, y, bias);
+    }
     return cudaGetLastError();
 }
 
@@ -716,8 +771,8 @@ cudaError_t launch_fa(cudaStream_t s, const float *q, int64_t n_tok, int n_head,
                       const mtplx_cuda_step *dyn) {
     size_t smem = fa_smem_bytes(hd);
     if (smem > 48 * 1024) { /* above the default limit: opt in (hd 256 needs 82 KB) */
-        cudaError_t e = cudaFuncSetAttribute(fa_kernel<F16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)smem);
+        cudaError_t e = cudaFuncSetAttribute(
+            fa_kernel<F16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
     dim3 grid((unsigned)((n_tok + FA_QT - 1) / FA_QT), (unsigned)n_head);
@@ -833,19 +888,23 @@ bool mtplx_cuda_matmul_tc_ok(int type, const void *W, size_t rb, int64_t k) {
 }
 
 cudaError_t mtplx_cuda_matmul_tc(cudaStream_t s, int type, const void *W, size_t rb, int64_t m,
-                                 int64_t k, const float *x, int64_t n, float *y, const float *bias) {
+                                 int64_t k, const float *x, int64_t n, float *y, const float *bias,
+                                 const mtplx_cuda_tc_split *split) {
     if (!mtplx_cuda_matmul_tc_ok(type, W, rb, k)) return cudaErrorInvalidValue;
     if (n <= 0 || m <= 0) return cudaSuccess;
     bool xvec = ((uintptr_t)x & 15) == 0; /* k % 8 == 0: every row is then aligned */
     typedef __nv_bfloat16 B;
+#define TC_CASE(TY, E)                                                                             \
+    case TY: return launch_tc<TY, E>(s, W, rb, m, k, x, n, y, bias, xvec, split)
     switch (type) {
-    case MTPLX_TYPE_F32: return launch_tc<MTPLX_TYPE_F32, B>(s, W, rb, m, k, x, n, y, bias, xvec);
-    case MTPLX_TYPE_F16: return launch_tc<MTPLX_TYPE_F16, __half>(s, W, rb, m, k, x, n, y, bias, xvec);
-    case MTPLX_TYPE_BF16: return launch_tc<MTPLX_TYPE_BF16, B>(s, W, rb, m, k, x, n, y, bias, xvec);
-    case MTPLX_TYPE_Q8_0: return launch_tc<MTPLX_TYPE_Q8_0, B>(s, W, rb, m, k, x, n, y, bias, xvec);
-    case MTPLX_TYPE_Q4_0: return launch_tc<MTPLX_TYPE_Q4_0, B>(s, W, rb, m, k, x, n, y, bias, xvec);
-    case MTPLX_TYPE_Q4_K: return launch_tc<MTPLX_TYPE_Q4_K, B>(s, W, rb, m, k, x, n, y, bias, xvec);
-    case MTPLX_TYPE_Q6_K: return launch_tc<MTPLX_TYPE_Q6_K, B>(s, W, rb, m, k, x, n, y, bias, xvec);
+        TC_CASE(MTPLX_TYPE_F32, B);
+        TC_CASE(MTPLX_TYPE_F16, __half);
+        TC_CASE(MTPLX_TYPE_BF16, B);
+        TC_CASE(MTPLX_TYPE_Q8_0, B);
+        TC_CASE(MTPLX_TYPE_Q4_0, B);
+        TC_CASE(MTPLX_TYPE_Q4_K, B);
+        TC_CASE(MTPLX_TYPE_Q6_K, B);
+#undef TC_CASE
     default: return cudaErrorInvalidValue;
     }
 }
