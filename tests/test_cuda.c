@@ -466,6 +466,17 @@ static int collect_cb(const mtplx_token_event *ev, void *user) {
     return 0;
 }
 
+/* mtplx_generate from an empty cache. The prefill kernels depend on the
+ * batch (tensor cores round to bf16, split-k follows the shape), so a
+ * prompt's last token re-run alone over a reused prefix would not give the
+ * bits its batched prefill gave: generations compared token for token must
+ * each prefill the whole prompt (as forge verify and bench exactness do). */
+static mtplx_status generate_fresh(mtplx_ctx *c, const int32_t *prompt, int32_t n,
+                                   const mtplx_gen_params *gp, int32_t *ids, mtplx_gen_stats *st) {
+    mtplx_status s = mtplx_ctx_truncate(c, 0);
+    return s == MTPLX_OK ? mtplx_generate(c, prompt, n, gp, collect_cb, ids, st) : s;
+}
+
 /* The model at path, or NULL after reporting the failure. */
 static mtplx_model *load_model(const char *path) {
     mtplx_model *m = NULL;
@@ -533,8 +544,8 @@ static void test_model(const char *path, double tol, bool mtp, bool plain_prefil
         gp.ignore_eos = true;
         gp.draft_depth = 0;
         ar[0] = sp[0] = car[0] = 0;
-        if (mtplx_generate(gc, tok, 20, &gp, collect_cb, ar, NULL) != MTPLX_OK ||
-            mtplx_generate(cc, tok, 20, &gp, collect_cb, car, NULL) != MTPLX_OK) {
+        if (generate_fresh(gc, tok, 20, &gp, ar, NULL) != MTPLX_OK ||
+            generate_fresh(cc, tok, 20, &gp, car, NULL) != MTPLX_OK) {
             report(false, "model %s: generate: %s", info.name, mtplx_last_error());
             goto done;
         }
@@ -542,7 +553,7 @@ static void test_model(const char *path, double tol, bool mtp, bool plain_prefil
             sp[0] = 0;
             gp.draft_depth = depth;
             mtplx_gen_stats st;
-            if (mtplx_generate(gc, tok, 20, &gp, collect_cb, sp, &st) != MTPLX_OK)
+            if (generate_fresh(gc, tok, 20, &gp, sp, &st) != MTPLX_OK)
                 report(false, "model %s: generate: %s", info.name, mtplx_last_error());
             int same = 0;
             while (same < ar[0] && same < sp[0] && ar[1 + same] == sp[1 + same]) same++;
@@ -614,8 +625,8 @@ static void test_graphs(const char *path) {
             gp.draft_depth = depth;
             a[0] = b[0] = 0;
             mtplx_cuda_graph_stats before = mtplx_cuda_get_graph_stats(on->be);
-            if (mtplx_generate(on, tok, 20, &gp, collect_cb, a, NULL) != MTPLX_OK ||
-                mtplx_generate(off, tok, 20, &gp, collect_cb, b, NULL) != MTPLX_OK) {
+            if (generate_fresh(on, tok, 20, &gp, a, NULL) != MTPLX_OK ||
+                generate_fresh(off, tok, 20, &gp, b, NULL) != MTPLX_OK) {
                 report(false, "graphs: generate: %s", mtplx_last_error());
                 break;
             }
@@ -626,7 +637,7 @@ static void test_graphs(const char *path) {
             c3[0] = 0;
             gp.no_event_logits = true;
             mtplx_gen_stats st3;
-            mtplx_status s3 = mtplx_generate(on, tok, 20, &gp, collect_cb, c3, &st3);
+            mtplx_status s3 = generate_fresh(on, tok, 20, &gp, c3, &st3);
             gp.no_event_logits = false;
             report(s3 == MTPLX_OK && c3[0] == 64 && memcmp(a, c3, 65 * sizeof(int32_t)) == 0,
                    "greedy picks on the GPU (%s): the same 64 tokens as picking on the host "
