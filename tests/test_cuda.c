@@ -5,7 +5,8 @@
  * logits of the CUDA backend against the CPU backend (the HF qwen3 fixture
  * and the default GGUF); greedy MTP text == greedy AR text on the GPU;
  * CUDA graphs on vs off bit-identical; a model too big for the GPU refused.
- * The prefill kernels (tensor-core GEMM, flash attention: n > 16 rows) are
+ * The prefill kernels (tensor-core GEMM: from 33 rows in the backend, from
+ * 17 here; flash attention: n > 16 rows) are
  * checked beside the step kernels on the same inputs, and each line names
  * the path it ran, so a failure says which switch (MTPLX_CUDA_TC,
  * MTPLX_CUDA_FLASH) to turn off.
@@ -102,7 +103,7 @@ static double tol_mm_cpu(int type) {
     default: return 3e-2; /* activations in 8 bits on the CPU */
     }
 }
-/* The tensor-core GEMM (prefill, n > 16) multiplies x and W rounded to
+/* The tensor-core GEMM (prefill) multiplies x and W rounded to
  * bf16 (f16 for F16 weights), products exact, f32 sums. vs emu: against
  * that rounding emulated on the host (x and W rounded the same way, summed
  * in double): only the f32 summation differs, so this catches any tile or
@@ -191,6 +192,7 @@ static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool wit
         mtplx_cuda_paths p = saved;
         p.tc = p.tc_f32 = tc > 0;
         p.tc_split = tc == 2;
+        p.tc_min_rows = 17; /* the backend's default starts at 33: test from 17 */
         mtplx_cuda_set_paths(gpu, p);
         gpu->matmul(gpu, &w, bias, xd, n, yd);
         free(y);
@@ -269,6 +271,7 @@ static void test_matmul_tc_unaligned(int type) {
     mtplx_weight w = {.type = type, .m = m, .k = k, .data = W};
     mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu), p = saved;
     p.tc = p.tc_f32 = true;
+    p.tc_min_rows = 17;
     mtplx_cuda_set_paths(gpu, p);
     float *xd = gpu->buf_alloc(gpu, (size_t)(n * k + 1) * sizeof(float));
     float *yd = gpu->buf_alloc(gpu, (size_t)(n * m) * sizeof(float));

@@ -46,12 +46,14 @@
  * does not want logits in its token events). Opt-in as well, for the same
  * reason: MTPLX_CUDA_ARGMAX=1.
  *
- * Prefill (more than MTPLX_CUDA_STEP_ROWS rows) takes two other kernels: the
- * tensor-core GEMM (mtplx_cuda_matmul_tc) and the tiled, flash-style
- * attention (mtplx_cuda_attention_flash). Neither is bit-identical to the
- * step kernels, and neither can meet a captured step (at most
- * MTPLX_CUDA_STEP_ROWS rows), so graph and plain steps still agree bit for
- * bit. Both are on by default and written without a GPU at hand: the
+ * Prefill takes two other kernels: the tensor-core GEMM
+ * (mtplx_cuda_matmul_tc, forwards of MTPLX_CUDA_TC_MIN_ROWS = 33 rows or
+ * more: a batched verification step of several generations has at most 32,
+ * cuda_backend.h says why that matters) and the tiled, flash-style attention
+ * (mtplx_cuda_attention_flash, a sequence of more than MTPLX_CUDA_STEP_ROWS
+ * tokens). Neither is bit-identical to the step kernels, and neither can
+ * meet a captured step (at most MTPLX_CUDA_STEP_ROWS rows), so graph and
+ * plain steps still agree bit for bit. Both are on by default and written without a GPU at hand: the
  * environment turns them off when the backend is made (MTPLX_CUDA_TC=0,
  * MTPLX_CUDA_FLASH=0), and MTPLX_CUDA_TC=all sends F32 weights to the
  * tensor cores too (in bf16: off by default, since an F32 checkpoint is
@@ -66,6 +68,7 @@
 #include "cuda/cuda_kernels.h"
 #include "kernels/kernels.h"
 #include "model/backend.h"
+#include "model/model.h"
 
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
@@ -201,10 +204,14 @@ static size_t weight_bytes(const mtplx_weight *w) {
 }
 
 /* Tensor cores for a prefill's many rows (header comment); the GEMV for the
- * rest and for what the tensor-core kernel does not take. */
+ * rest and for what the tensor-core kernel does not take. Never for a step
+ * that may be captured (the test on MTPLX_CUDA_STEP_ROWS holds whatever
+ * tc_min_rows a caller sets). */
+_Static_assert(MTPLX_CUDA_TC_MIN_ROWS > MTPLX_LOGITS_ROWS,
+               "a batched verification step must not reach the tensor cores");
 static bool use_tc(const cuda_backend *c, const mtplx_weight *w, const void *W, size_t rb,
                    int64_t n) {
-    return c->paths.tc && n > MTPLX_CUDA_STEP_ROWS &&
+    return c->paths.tc && n >= c->paths.tc_min_rows && n > MTPLX_CUDA_STEP_ROWS &&
            (w->type != MTPLX_TYPE_F32 || c->paths.tc_f32) &&
            mtplx_cuda_matmul_tc_ok(w->type, W, rb, w->k);
 }
@@ -437,7 +444,11 @@ void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p) {
 static mtplx_cuda_paths paths_from_env(void) {
     const char *tc = getenv("MTPLX_CUDA_TC"), *fa = getenv("MTPLX_CUDA_FLASH");
     const char *sk = getenv("MTPLX_CUDA_TC_SPLIT");
-    mtplx_cuda_paths p = {.tc = true, .tc_f32 = false, .tc_split = true, .flash = true};
+    mtplx_cuda_paths p = {.tc = true,
+                          .tc_f32 = false,
+                          .tc_split = true,
+                          .flash = true,
+                          .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};
     if (tc && strcmp(tc, "0") == 0) p.tc = false;
     if (sk && strcmp(sk, "0") == 0) p.tc_split = false;
     if (tc && strcmp(tc, "all") == 0) p.tc_f32 = true;
