@@ -50,8 +50,9 @@ cudaError_t mtplx_cuda_matmul(cudaStream_t s, int type, const void *W, size_t ro
 /* The same product on tensor cores, for prefill (many rows of x): tiles of
  * W dequantised and x rounded to bf16 (__half for F16 weights) in shared
  * memory, f32 accumulation (kernels.cu says why those operand types). Not
- * bit-identical to mtplx_cuda_matmul; the backend uses it only for n above
- * MTPLX_CUDA_STEP_ROWS, so a decode / verify step never sees it.
+ * bit-identical to mtplx_cuda_matmul; the backend uses it only for n of at
+ * least MTPLX_CUDA_TC_MIN_ROWS (cuda_backend.h), so a decode / verify step
+ * never sees it.
  * mtplx_cuda_matmul_tc_ok: whether it takes this type and layout (k % 8 ==
  * 0; float rows 16-byte aligned); otherwise it returns cudaErrorInvalidValue. */
 /* split (may be NULL: never split k): device scratch for split-k partial

@@ -261,7 +261,7 @@ cudaError_t launch_mm(cudaStream_t s, const void *W, size_t rb, int64_t m, int64
     return cudaGetLastError();
 }
 
-/* ---- prefill GEMM on tensor cores (n > MTPLX_CUDA_STEP_ROWS) ----
+/* ---- prefill GEMM on tensor cores (the backend decides from how many rows) ----
  * A block computes a TC_BM x TC_BN tile of y (activation rows x weight rows),
  * four warps of 32 x 32, with WMMA 16x16x16 fragments and f32 accumulators.
  * Each TC_BK step dequantises the weight tile with the GEMV's deq8 and
