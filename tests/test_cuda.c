@@ -5,6 +5,11 @@
  * logits of the CUDA backend against the CPU backend (the HF qwen3 fixture
  * and the default GGUF); greedy MTP text == greedy AR text on the GPU;
  * CUDA graphs on vs off bit-identical; a model too big for the GPU refused.
+ * The prefill kernels (tensor-core GEMM: from 33 rows in the backend, from
+ * 17 here; flash attention: n > 16 rows) are
+ * checked beside the step kernels on the same inputs, and each line names
+ * the path it ran, so a failure says which switch (MTPLX_CUDA_TC,
+ * MTPLX_CUDA_FLASH) to turn off.
  * Prints one line per check and a summary; exits non-zero on any failure.
  *
  * Without a GPU (or in a build without CUDA) it prints SKIP and exits 0, so
@@ -98,6 +103,66 @@ static double tol_mm_cpu(int type) {
     default: return 3e-2; /* activations in 8 bits on the CPU */
     }
 }
+/* The tensor-core GEMM (prefill) multiplies x and W rounded to
+ * bf16 (f16 for F16 weights), products exact, f32 sums. vs emu: against
+ * that rounding emulated on the host (x and W rounded the same way, summed
+ * in double): only the f32 summation differs, so this catches any tile or
+ * indexing error. vs exact: what the rounding costs (bf16's 8 bits on both
+ * operands: about 3e-3 of max |y| expected). vs cpu: as the GEMV's, except
+ * F32 weights (opt-in, MTPLX_CUDA_TC=all), whose CPU product is f32. The
+ * emulation starts from the GPU's own dequantised rows (get_row, the same
+ * deq8 code), since an FMA-contracted d * q - m may differ from the host's by
+ * one f32 ulp, and that can move the bf16 rounding of a weight by a whole
+ * bf16 step. Expected vs emu: ~1e-6; a tile or indexing error: > 1e-2. */
+#define TOL_MM_TC_EMU 5e-4
+#define TOL_MM_TC_EXACT 1e-2
+static double tol_mm_tc_cpu(int type) { return type == MTPLX_TYPE_F32 ? 1e-2 : tol_mm_cpu(type); }
+
+/* v rounded as the tensor-core kernel rounds its operands for weight type */
+static float tc_round(int type, float v) {
+    if (type == MTPLX_TYPE_F16) return mtplx_fp16_to_fp32(mtplx_fp32_to_fp16(v));
+    return mtplx_bf16_to_fp32(mtplx_fp32_to_bf16(v));
+}
+
+/* y[n][m] = bias + x . deq^T in double, with x and deq first passed through
+ * tc_round for weight type `type`, or as they are when emu_type < 0. */
+static void ref_matmul(int emu_type, const float *deq, const float *x, const float *bias, int64_t m,
+                       int64_t k, int64_t n, float *y) {
+    float *wr = NULL, *xr = NULL;
+    if (emu_type >= 0) {
+        wr = malloc((size_t)(m * k) * sizeof(float));
+        xr = malloc((size_t)(n * k) * sizeof(float));
+        MTPLX_ASSERT(wr != NULL && xr != NULL);
+        for (int64_t j = 0; j < m * k; j++) wr[j] = tc_round(emu_type, deq[j]);
+        for (int64_t j = 0; j < n * k; j++) xr[j] = tc_round(emu_type, x[j]);
+        deq = wr, x = xr;
+    }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t r = 0; r < m; r++) {
+            double s = bias ? bias[r] : 0;
+            for (int64_t j = 0; j < k; j++) s += (double)deq[r * k + j] * x[i * k + j];
+            y[i * m + r] = (float)s;
+        }
+    free(wr), free(xr);
+}
+
+/* What the tensor-core GEMM should give for w and x: ref_matmul's
+ * emulation of its rounding over the GPU's own dequantised rows (all m
+ * gathered at once: one launch, quick under memcheck). */
+static float *tc_emulated(const mtplx_weight *w, const float *x, const float *bias, int64_t n) {
+    int64_t m = w->m, k = w->k;
+    float *emu = malloc((size_t)(n * m) * sizeof(float));
+    int32_t *all = malloc((size_t)m * sizeof(int32_t));
+    float *rowsd = gpu->buf_alloc(gpu, (size_t)(m * k) * sizeof(float));
+    MTPLX_ASSERT(emu != NULL && all != NULL && rowsd != NULL);
+    for (int64_t r = 0; r < m; r++) all[r] = (int32_t)r;
+    gpu->get_rows(gpu, w, all, m, rowsd);
+    float *gdeq = from_dev(rowsd, (size_t)(m * k));
+    ref_matmul(w->type, gdeq, x, bias, m, k, n, emu);
+    gpu->buf_free(gpu, rowsd);
+    free(gdeq), free(all);
+    return emu;
+}
 
 static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool with_bias) {
     size_t rs = mtplx_row_size(type, k);
@@ -110,24 +175,46 @@ static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool wit
     }
     float *x = rand_vec(n * k, 1.0f), *bias = with_bias ? rand_vec(m, 1.0f) : NULL;
     float *exf = malloc((size_t)(n * m) * sizeof(float));
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t r = 0; r < m; r++) {
-            double s = bias ? bias[r] : 0;
-            for (int64_t j = 0; j < k; j++) s += (double)deq[r * k + j] * x[i * k + j];
-            exf[i * m + r] = (float)s;
-        }
+    ref_matmul(-1, deq, x, bias, m, k, n, exf);
     mtplx_weight w = {.type = type, .m = m, .k = k, .data = W};
     float *ycpu = malloc((size_t)(n * m) * sizeof(float));
     cpu->matmul(cpu, &w, bias, x, n, ycpu);
     float *xd = to_dev(x, (size_t)(n * k) * sizeof(float));
     float *yd = gpu->buf_alloc(gpu, (size_t)(n * m) * sizeof(float));
-    gpu->matmul(gpu, &w, bias, xd, n, yd);
-    float *y = from_dev(yd, (size_t)(n * m));
-    double e1 = rel_err(y, exf, n * m, 1e-3), e2 = rel_err(y, ycpu, n * m, 1e-3);
-    report(e1 <= TOL_MM_EXACT && e2 <= tol_mm_cpu(type),
-           "matmul %-4s m=%-4lld k=%-5lld n=%-3lld%s  vs exact %.2e (tol %.0e)  vs cpu %.2e (tol %.0e)",
-           mtplx_type_info(type)->name, (long long)m, (long long)k, (long long)n,
-           with_bias ? " +bias" : "      ", e1, TOL_MM_EXACT, e2, tol_mm_cpu(type));
+    /* the GEMV always; for n > 16 also the tensor-core GEMM (where k allows
+     * it: k % 8 == 0), without (tc 1) and with (tc 2) split-k; these small m
+     * leave SMs idle, so split-k does split here. A path the environment
+     * turned off is not run (a crashing kernel must not stop the rest). */
+    mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu);
+    bool tc_too = n > 16 && k % 8 == 0 && saved.tc;
+    float *y = NULL, *emu = tc_too ? tc_emulated(&w, x, bias, n) : NULL;
+    for (int tc = 0; tc <= (tc_too ? (saved.tc_split ? 2 : 1) : 0); tc++) {
+        mtplx_cuda_paths p = saved;
+        p.tc = p.tc_f32 = tc > 0;
+        p.tc_split = tc == 2;
+        p.tc_min_rows = 17; /* the backend's default starts at 33: test from 17 */
+        mtplx_cuda_set_paths(gpu, p);
+        gpu->matmul(gpu, &w, bias, xd, n, yd);
+        free(y);
+        y = from_dev(yd, (size_t)(n * m));
+        double e1 = rel_err(y, exf, n * m, 1e-3), e2 = rel_err(y, ycpu, n * m, 1e-3);
+        const char *name = mtplx_type_info(type)->name;
+        if (!tc) {
+            report(e1 <= TOL_MM_EXACT && e2 <= tol_mm_cpu(type),
+                   "matmul %-4s m=%-4lld k=%-5lld n=%-3lld%s  vs exact %.2e (tol %.0e)  vs cpu %.2e (tol %.0e)",
+                   name, (long long)m, (long long)k, (long long)n, with_bias ? " +bias" : "      ", e1,
+                   TOL_MM_EXACT, e2, tol_mm_cpu(type));
+            continue;
+        }
+        double e0 = rel_err(y, emu, n * m, 1e-3);
+        report(e0 <= TOL_MM_TC_EMU && e1 <= TOL_MM_TC_EXACT && e2 <= tol_mm_tc_cpu(type),
+               "matmul %-4s m=%-4lld k=%-5lld n=%-3lld%s tensor cores%s: vs emu %.2e (tol "
+               "%.0e)  vs exact %.2e (tol %.0e)  vs cpu %.2e (tol %.0e)",
+               name, (long long)m, (long long)k, (long long)n, with_bias ? " +bias" : "",
+               tc == 2 ? " + split-k (MTPLX_CUDA_TC_SPLIT)" : " (MTPLX_CUDA_TC)", e0,
+               TOL_MM_TC_EMU, e1, TOL_MM_TC_EXACT, e2, tol_mm_tc_cpu(type));
+    }
+    mtplx_cuda_set_paths(gpu, saved);
 
     /* get_row of a few rows: exact up to f32 rounding of the scale products */
     double eg = 0;
@@ -146,13 +233,15 @@ static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool wit
     gpu->buf_free(gpu, xd);
     gpu->buf_free(gpu, yd);
     mtplx_cuda_forget_params(gpu); /* W's address may come back for another weight */
-    free(W), free(wf), free(deq), free(x), free(bias), free(exf), free(ycpu), free(y);
+    free(W), free(wf), free(deq), free(x), free(bias), free(exf), free(ycpu), free(y), free(emu);
 }
 
 static void test_matmul(void) {
     static const int types[] = {MTPLX_TYPE_F32,  MTPLX_TYPE_F16,  MTPLX_TYPE_BF16, MTPLX_TYPE_Q8_0,
                                 MTPLX_TYPE_Q4_0, MTPLX_TYPE_Q4_K, MTPLX_TYPE_Q6_K};
-    static const int64_t ns[] = {1, 2, 3, 5, 9, 16, 17, 40};
+    /* n > 16: the tensor-core GEMM as well; 17, 40 and 130 rows are not
+     * multiples of its 64-row tile, nor m = 37, 301 of its 64-column one */
+    static const int64_t ns[] = {1, 2, 3, 5, 9, 16, 17, 40, 130};
     for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
         int type = types[t];
         int64_t bs = mtplx_type_info(type)->block_size;
@@ -164,6 +253,43 @@ static void test_matmul(void) {
                 test_matmul_case(type, ni % 2 ? 37 : 301, ks[ki], ns[ni], ni == 2);
             }
     }
+}
+
+/* The tensor-core GEMM reading x through scalar loads (x not 16-byte
+ * aligned) must give the very bits of its vector loads: the values rounded
+ * to the operand type are the same, only the load instructions differ. */
+static void test_matmul_tc_unaligned(int type) {
+    if (!mtplx_cuda_get_paths(gpu).tc) return;
+    int64_t m = 50, k = 256, n = 33;
+    size_t rs = mtplx_row_size(type, k);
+    uint8_t *W = malloc(rs * (size_t)m);
+    float *wf = rand_vec(k, 1.0f), *x = rand_vec(n * k, 1.0f);
+    for (int64_t r = 0; r < m; r++) {
+        for (int64_t j = 0; j < k; j++) wf[j] = grand();
+        mtplx_quantize_row(type, wf, W + (size_t)r * rs, k);
+    }
+    mtplx_weight w = {.type = type, .m = m, .k = k, .data = W};
+    mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu), p = saved;
+    p.tc = p.tc_f32 = true;
+    p.tc_min_rows = 17;
+    mtplx_cuda_set_paths(gpu, p);
+    float *xd = gpu->buf_alloc(gpu, (size_t)(n * k + 1) * sizeof(float));
+    float *yd = gpu->buf_alloc(gpu, (size_t)(n * m) * sizeof(float));
+    gpu->upload(gpu, xd + 1, x, (size_t)(n * k) * sizeof(float));
+    gpu->matmul(gpu, &w, NULL, xd + 1, n, yd);
+    float *y1 = from_dev(yd, (size_t)(n * m));
+    gpu->upload(gpu, xd, x, (size_t)(n * k) * sizeof(float));
+    gpu->matmul(gpu, &w, NULL, xd, n, yd);
+    float *y0 = from_dev(yd, (size_t)(n * m));
+    bool same = memcmp(y0, y1, (size_t)(n * m) * sizeof(float)) == 0;
+    report(same,
+           "matmul %-4s m=%lld k=%lld n=%lld tensor cores (MTPLX_CUDA_TC): x unaligned == aligned, "
+           "bit for bit",
+           mtplx_type_info(type)->name, (long long)m, (long long)k, (long long)n);
+    mtplx_cuda_set_paths(gpu, saved);
+    gpu->buf_free(gpu, xd), gpu->buf_free(gpu, yd);
+    mtplx_cuda_forget_params(gpu);
+    free(W), free(wf), free(x), free(y0), free(y1);
 }
 
 /* ---- small ops ---- */
@@ -286,11 +412,23 @@ static void test_attention_case(int kv_type, int64_t n_tok, int nh, int nkv, int
     float scale = 1.0f / sqrtf((float)hd);
     cpu->attention(cpu, q, n_tok, nh, nkv, hd, kc, vc, kv_type, pos0, scale, ref);
     float *qd = to_dev(q, (size_t)(n_tok * nh * hd) * 4), *od = gpu->buf_alloc(gpu, (size_t)(n_tok * nh * hd) * 4);
-    gpu->attention(gpu, qd, n_tok, nh, nkv, hd, kd, vd, kv_type, pos0, scale, od);
-    float *o = from_dev(od, (size_t)(n_tok * nh * hd));
-    double e = rel_err(o, ref, n_tok * nh * hd, 1e-3);
-    report(e <= 1e-5, "attention %s n_tok=%-2lld heads=%d/%d hd=%-3d pos0=%-4lld  %.2e (tol 1e-5)",
-           kv_type == MTPLX_TYPE_F32 ? "F32" : "F16", (long long)n_tok, nh, nkv, hd, (long long)pos0, e);
+    /* n_tok > 16 (prefill): the flash-style kernel too, same tolerance (f32
+     * math, only the summation order differs from the CPU's) */
+    mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu);
+    float *o = NULL;
+    for (int fl = 0; fl <= (n_tok > 16 && saved.flash ? 1 : 0); fl++) {
+        mtplx_cuda_paths p = saved;
+        p.flash = fl;
+        mtplx_cuda_set_paths(gpu, p);
+        gpu->attention(gpu, qd, n_tok, nh, nkv, hd, kd, vd, kv_type, pos0, scale, od);
+        free(o);
+        o = from_dev(od, (size_t)(n_tok * nh * hd));
+        double e = rel_err(o, ref, n_tok * nh * hd, 1e-3);
+        report(e <= 1e-5, "attention %s n_tok=%-3lld heads=%d/%d hd=%-3d pos0=%-4lld%s  %.2e (tol 1e-5)",
+               kv_type == MTPLX_TYPE_F32 ? "F32" : "F16", (long long)n_tok, nh, nkv, hd, (long long)pos0,
+               fl ? " flash (MTPLX_CUDA_FLASH)" : "", e);
+    }
+    mtplx_cuda_set_paths(gpu, saved);
     gpu->buf_free(gpu, kd), gpu->buf_free(gpu, vd), gpu->buf_free(gpu, kind), gpu->buf_free(gpu, vind);
     gpu->buf_free(gpu, qd), gpu->buf_free(gpu, od);
     free(kin), free(vin), free(kc), free(vc), free(kback), free(q), free(ref), free(o);
@@ -304,6 +442,10 @@ static void test_attention(void) {
     test_attention_case(MTPLX_TYPE_F32, 3, 8, 1, 64, 129);
     test_attention_case(MTPLX_TYPE_F32, 17, 2, 2, 256, 5);
     test_attention_case(MTPLX_TYPE_F16, 100, 4, 2, 64, 0); /* prefill-sized */
+    /* flash tiles: 16 queries, 32 keys; none of these is a multiple */
+    test_attention_case(MTPLX_TYPE_F16, 50, 6, 2, 40, 70);  /* a chunk after a prefix */
+    test_attention_case(MTPLX_TYPE_F16, 33, 8, 2, 128, 0);
+    test_attention_case(MTPLX_TYPE_F32, 70, 4, 1, 256, 45); /* 82 KB of shared memory */
 }
 
 /* ---- whole models ---- */
@@ -327,6 +469,17 @@ static int collect_cb(const mtplx_token_event *ev, void *user) {
     return 0;
 }
 
+/* mtplx_generate from an empty cache. The prefill kernels depend on the
+ * batch (tensor cores round to bf16, split-k follows the shape), so a
+ * prompt's last token re-run alone over a reused prefix would not give the
+ * bits its batched prefill gave: generations compared token for token must
+ * each prefill the whole prompt (as forge verify and bench exactness do). */
+static mtplx_status generate_fresh(mtplx_ctx *c, const int32_t *prompt, int32_t n,
+                                   const mtplx_gen_params *gp, int32_t *ids, mtplx_gen_stats *st) {
+    mtplx_status s = mtplx_ctx_truncate(c, 0);
+    return s == MTPLX_OK ? mtplx_generate(c, prompt, n, gp, collect_cb, ids, st) : s;
+}
+
 /* The model at path, or NULL after reporting the failure. */
 static mtplx_model *load_model(const char *path) {
     mtplx_model *m = NULL;
@@ -340,14 +493,25 @@ static mtplx_model *load_model(const char *path) {
 /* Logits of the CUDA backend against the CPU backend: a prompt with all its
  * logits (the verify shape), a longer prefill in chunks, then single decode
  * steps. Tolerance relative to the largest CPU logit: the CPU rounds
- * activations to 8 bits for quantised weights. */
-static void test_model(const char *path, double tol, bool mtp) {
+ * activations to 8 bits for quantised weights. The chunks of 64 rows take
+ * the prefill kernels (tensor-core GEMM, flash attention) as the backend
+ * has them (on unless the environment says otherwise); plain_prefill turns
+ * both off, for the same checks over the step kernels alone. */
+static void test_model(const char *path, double tol, bool mtp, bool plain_prefill) {
     mtplx_model *m = load_model(path);
     if (!m) return;
     mtplx_model_info info;
     mtplx_model_get_info(m, &info);
     mtplx_ctx *cc = new_ctx(m, "cpu"), *gc = new_ctx(m, "cuda");
     if (!cc || !gc) goto done;
+    mtplx_cuda_paths paths = mtplx_cuda_get_paths(gc->be);
+    if (plain_prefill) {
+        paths.tc = paths.tc_f32 = paths.flash = false;
+        mtplx_cuda_set_paths(gc->be, paths);
+    }
+    char pf[64];
+    snprintf(pf, sizeof pf, "prefill: tensor cores %s, flash %s",
+             paths.tc ? (paths.tc_f32 ? "all" : "on") : "off", paths.flash ? "on" : "off");
     int32_t V = info.n_vocab, tok[200];
     for (int i = 0; i < 200; i++) tok[i] = (int32_t)((i * 7919 + 13) % V);
     /* 1. 12 tokens, all logits */
@@ -371,7 +535,8 @@ static void test_model(const char *path, double tol, bool mtp) {
             break;
         e = fmax(e, rel_err(mtplx_logits(gc, -1), mtplx_logits(cc, -1), V, 1.0));
     }
-    report(e <= tol, "model %s: chunked prefill to 162, then 5 decode steps  %.2e (tol %.0e)", info.name, e, tol);
+    report(e <= tol, "model %s: chunked prefill to 162 (%s), then 5 decode steps  %.2e (tol %.0e)",
+           info.name, pf, e, tol);
 
     /* 3. greedy text: MTP == AR on the GPU; and GPU AR vs CPU AR (reported) */
     if (mtp && info.n_mtp > 0) {
@@ -382,8 +547,8 @@ static void test_model(const char *path, double tol, bool mtp) {
         gp.ignore_eos = true;
         gp.draft_depth = 0;
         ar[0] = sp[0] = car[0] = 0;
-        if (mtplx_generate(gc, tok, 20, &gp, collect_cb, ar, NULL) != MTPLX_OK ||
-            mtplx_generate(cc, tok, 20, &gp, collect_cb, car, NULL) != MTPLX_OK) {
+        if (generate_fresh(gc, tok, 20, &gp, ar, NULL) != MTPLX_OK ||
+            generate_fresh(cc, tok, 20, &gp, car, NULL) != MTPLX_OK) {
             report(false, "model %s: generate: %s", info.name, mtplx_last_error());
             goto done;
         }
@@ -391,13 +556,13 @@ static void test_model(const char *path, double tol, bool mtp) {
             sp[0] = 0;
             gp.draft_depth = depth;
             mtplx_gen_stats st;
-            if (mtplx_generate(gc, tok, 20, &gp, collect_cb, sp, &st) != MTPLX_OK)
+            if (generate_fresh(gc, tok, 20, &gp, sp, &st) != MTPLX_OK)
                 report(false, "model %s: generate: %s", info.name, mtplx_last_error());
             int same = 0;
             while (same < ar[0] && same < sp[0] && ar[1 + same] == sp[1 + same]) same++;
             report(ar[0] == 64 && sp[0] == 64 && same == 64,
-                   "model %s: greedy MTP depth %d == AR on the GPU (%d/64 tokens, %.2f tokens/forward)",
-                   info.name, depth, same, mtplx_gen_stats_tokens_per_forward(&st));
+                   "model %s: greedy MTP depth %d == AR on the GPU (%d/64 tokens, %.2f tokens/forward; %s)",
+                   info.name, depth, same, mtplx_gen_stats_tokens_per_forward(&st), pf);
         }
         int same = 0;
         while (same < ar[0] && same < car[0] && ar[1 + same] == car[1 + same]) same++;
@@ -463,8 +628,8 @@ static void test_graphs(const char *path) {
             gp.draft_depth = depth;
             a[0] = b[0] = 0;
             mtplx_cuda_graph_stats before = mtplx_cuda_get_graph_stats(on->be);
-            if (mtplx_generate(on, tok, 20, &gp, collect_cb, a, NULL) != MTPLX_OK ||
-                mtplx_generate(off, tok, 20, &gp, collect_cb, b, NULL) != MTPLX_OK) {
+            if (generate_fresh(on, tok, 20, &gp, a, NULL) != MTPLX_OK ||
+                generate_fresh(off, tok, 20, &gp, b, NULL) != MTPLX_OK) {
                 report(false, "graphs: generate: %s", mtplx_last_error());
                 break;
             }
@@ -475,7 +640,7 @@ static void test_graphs(const char *path) {
             c3[0] = 0;
             gp.no_event_logits = true;
             mtplx_gen_stats st3;
-            mtplx_status s3 = mtplx_generate(on, tok, 20, &gp, collect_cb, c3, &st3);
+            mtplx_status s3 = generate_fresh(on, tok, 20, &gp, c3, &st3);
             gp.no_event_logits = false;
             report(s3 == MTPLX_OK && c3[0] == 64 && memcmp(a, c3, 65 * sizeof(int32_t)) == 0,
                    "greedy picks on the GPU (%s): the same 64 tokens as picking on the host "
@@ -550,20 +715,40 @@ int main(void) {
     char name[256];
     mtplx_cuda_device_name(0, name, sizeof name, NULL);
     printf("test_cuda on %s\n", name);
+    mtplx_cuda_paths env = mtplx_cuda_get_paths(gpu);
+    if (!env.tc || !env.tc_split || !env.flash)
+        printf("  info  prefill paths off by the environment, not checked:%s%s%s\n",
+               env.tc ? "" : " tensor cores (MTPLX_CUDA_TC=0)",
+               env.tc && !env.tc_split ? " split-k (MTPLX_CUDA_TC_SPLIT=0)" : "",
+               env.flash ? "" : " flash (MTPLX_CUDA_FLASH=0)");
     if (mtplx_backend_cpu_new(0, 4096, 64, 4096, &cpu) != MTPLX_OK) {
         printf("FAIL cpu backend: %s\n", mtplx_last_error());
         return 1;
     }
-    test_matmul();
-    test_small_ops();
-    test_attention();
-    test_argmax();
+    /* MTPLX_CUDA_TEST_OPS_ONLY=1: the op checks only (for compute-sanitizer);
+     * =prefill: a few small cases of the prefill kernels only (for its
+     * racecheck, which is slow: they share tiles through shared memory) */
+    const char *only = getenv("MTPLX_CUDA_TEST_OPS_ONLY");
+    if (only && strcmp(only, "prefill") == 0) {
+        test_matmul_case(MTPLX_TYPE_BF16, 70, 200, 40, true);
+        test_matmul_case(MTPLX_TYPE_F16, 37, 72, 17, false);
+        test_matmul_case(MTPLX_TYPE_Q4_K, 65, 256, 20, false);
+        test_attention_case(MTPLX_TYPE_F16, 40, 2, 1, 64, 10);
+        test_attention_case(MTPLX_TYPE_F32, 20, 2, 2, 256, 3);
+    } else {
+        test_matmul();
+        test_matmul_tc_unaligned(MTPLX_TYPE_BF16);
+        test_matmul_tc_unaligned(MTPLX_TYPE_Q4_K);
+        test_small_ops();
+        test_attention();
+        test_argmax();
+    }
     gpu->free(gpu);
     cpu->free(cpu);
-    /* MTPLX_CUDA_TEST_OPS_ONLY=1: the op checks only (for compute-sanitizer) */
-    if (!getenv("MTPLX_CUDA_TEST_OPS_ONLY")) {
-        test_model(MTPLX_SOURCE_DIR "/tests/fixtures/models/qwen3", 2e-3, false);
-        test_model(MTPLX_SOURCE_DIR "/models/default.gguf", 3e-2, true);
+    if (!only) {
+        test_model(MTPLX_SOURCE_DIR "/tests/fixtures/models/qwen3", 2e-3, false, false);
+        test_model(MTPLX_SOURCE_DIR "/models/default.gguf", 3e-2, true, false);
+        test_model(MTPLX_SOURCE_DIR "/models/default.gguf", 3e-2, true, true);
         test_graphs(MTPLX_SOURCE_DIR "/models/default.gguf");
         test_fit(MTPLX_SOURCE_DIR "/models/default.gguf");
     }

@@ -6,8 +6,9 @@
 #
 # Files written to $OUT (or the build dir): cuda_test.log (everything, the
 # summary last), summary.txt (the summary and the speed tables alone),
-# test_cuda.out, test_cuda.memcheck.out. Scratch (run outputs, the random
-# 0.6B model) stays in the build dir. Aimed at < 120 s on an H200.
+# test_cuda.out, test_cuda.memcheck.out, test_cuda.racecheck.out. Scratch
+# (run outputs, the random 0.6B model) stays in the build dir. Aimed at
+# < 150 s on an H200.
 #
 # 1. C dependencies: when pkg-config cannot find them (the GPU image has nvcc,
 #    cmake and python but not our -dev packages), the .deb files in
@@ -26,7 +27,13 @@
 # 5. --device cuda on bench, tune, forge verify (exit 0 checked), and a model
 #    that does not fit (MTPLX_CUDA_MEM_LIMIT) refused by run (exit 1 checked).
 # 6. bench_models: a random-weight Qwen3-0.6B-shape BF16 model, decode (n=1)
-#    and verify (n=2,4,8) times on the GPU, graphs on and off (reported).
+#    and verify (n=2,4,8) times on the GPU, graphs on and off (reported); and
+#    prefill tok/s (512 tokens) with the prefill kernels (tensor-core GEMM,
+#    flash attention) on and off (MTPLX_CUDA_TC=0 MTPLX_CUDA_FLASH=0).
+#
+# The prefill kernels are on by default; test_cuda checks them beside the
+# step kernels and names the path in each line. If they fail here, the
+# summary says which switch turns them off (MTPLX_CUDA_TC=0, MTPLX_CUDA_FLASH=0).
 #
 # Making .carry/debs (on a Debian/Ubuntu machine with network, in the repo root):
 #   mkdir -p .carry/debs && cd .carry/debs && apt-get download pkgconf pkgconf-bin \
@@ -131,7 +138,7 @@ MTPLX="$BUILD/mtplx"
 
 # ---- 3. test_cuda ----
 T0=$(date +%s)
-(cd "$ROOT" && timeout 90 "$TEST") >"$LOGDIR/test_cuda.out" 2>&1
+(cd "$ROOT" && timeout 120 "$TEST") >"$LOGDIR/test_cuda.out" 2>&1
 rc=$?
 cat "$LOGDIR/test_cuda.out" >>"$LOG"
 line="$(grep 'test_cuda:' "$LOGDIR/test_cuda.out" | tail -1)"
@@ -143,6 +150,14 @@ else
     grep 'FAIL' "$LOGDIR/test_cuda.out" | head -20
     result "test_cuda" FAIL "rc=$rc $line"
 fi
+# the prefill kernels: a count per path, and which switch turns a failing one off
+for pat in 'tensor cores (MTPLX_CUDA_TC):MTPLX_CUDA_TC=0' 'split-k:MTPLX_CUDA_TC_SPLIT=0' 'flash:MTPLX_CUDA_FLASH=0'; do
+    what=${pat%%:*} off=${pat#*:}
+    nok=$(grep -c "^  ok .*$what" "$LOGDIR/test_cuda.out")
+    nf=$(grep -c "^  FAIL.*$what" "$LOGDIR/test_cuda.out")
+    if [ "$nf" -gt 0 ]; then SUMMARY+=("  test_cuda: '$what' checks: $nok ok, $nf FAIL (to run without that path: $off)")
+    elif [ "$nok" -gt 0 ]; then SUMMARY+=("  test_cuda: '$what' checks: $nok ok"); fi
+done
 # the new checks, one summary line each (they are in test_cuda.out too)
 if grep -q 'graphs on vs off\|greedy picks on the GPU\|argmax_rows\|does not fit' "$LOGDIR/test_cuda.out"; then
     while IFS= read -r l; do
@@ -160,6 +175,16 @@ if [ -n "$SAN" ] && [ $HAVE_GPU = 1 ] && [ -z "${MTPLX_CUDA_TEST_NO_MEMCHECK:-}"
     0) result "test_cuda ops under memcheck" ok "$(grep 'ERROR SUMMARY' "$LOGDIR/test_cuda.memcheck.out" | tail -1)" ;;
     124) result "test_cuda ops under memcheck" skip "timed out after 40 s (not counted)" ;;
     *) result "test_cuda ops under memcheck" FAIL "rc=$rc $(grep 'ERROR SUMMARY' "$LOGDIR/test_cuda.memcheck.out" | tail -1)" ;;
+    esac
+    # shared-memory races in the prefill kernels (tensor-core GEMM, flash attention)
+    (cd "$ROOT" && MTPLX_CUDA_TEST_OPS_ONLY=prefill timeout 40 "$SAN" --tool racecheck --error-exitcode 3 "$TEST") \
+        >"$LOGDIR/test_cuda.racecheck.out" 2>&1
+    rc=$?
+    tail -5 "$LOGDIR/test_cuda.racecheck.out" >>"$LOG"
+    case $rc in
+    0) result "prefill kernels under racecheck" ok "$(grep 'RACECHECK SUMMARY\|ERROR SUMMARY' "$LOGDIR/test_cuda.racecheck.out" | tail -1)" ;;
+    124) result "prefill kernels under racecheck" skip "timed out after 40 s (not counted)" ;;
+    *) result "prefill kernels under racecheck" FAIL "rc=$rc $(grep 'RACECHECK SUMMARY\|ERROR SUMMARY\|FAIL' "$LOGDIR/test_cuda.racecheck.out" | tail -1)" ;;
     esac
 else
     result "test_cuda ops under memcheck" skip "no compute-sanitizer, no GPU, or MTPLX_CUDA_TEST_NO_MEMCHECK set"
@@ -193,10 +218,11 @@ if [ $HAVE_GPU = 1 ]; then
         done
     done
     run_one mtp3_hostpick cuda MTPLX_CUDA_ARGMAX=0 -- --draft-depth 3 --no-adaptive || { ok=0; bad="$bad mtp3_hostpick"; }
+    run_one ar_plainprefill cuda MTPLX_CUDA_TC=0 MTPLX_CUDA_FLASH=0 -- --no-mtp || { ok=0; bad="$bad ar_plainprefill"; }
     run_one cpu_ar cpu -- --no-mtp || { ok=0; bad="$bad cpu_ar"; }
     run_one cpu_mtp3 cpu -- --draft-depth 3 --no-adaptive || { ok=0; bad="$bad cpu_mtp3"; }
     if [ $ok = 1 ]; then
-        result "mtplx run --device cuda (11 runs)" ok "$(($(date +%s) - T0)) s"
+        result "mtplx run --device cuda (12 runs)" ok "$(($(date +%s) - T0)) s"
         diff_list=""
         for n in ar_g0 mtp1_g1 mtp2_g1 mtp3_g1 mtp1_g0 mtp2_g0 mtp3_g0 mtp3_hostpick; do
             cmp -s "$SCRATCH/run_ar_g1.txt" "$SCRATCH/run_$n.txt" || diff_list="$diff_list $n"
@@ -206,6 +232,11 @@ if [ $HAVE_GPU = 1 ]; then
         else
             result "run: GPU greedy texts identical" FAIL "differ from AR (graphs on):$diff_list"
             for n in $diff_list; do { echo "--- $n vs ar_g1:"; diff "$SCRATCH/run_ar_g1.txt" "$SCRATCH/run_$n.txt" | head -5; } >>"$LOG"; done
+        fi
+        if cmp -s "$SCRATCH/run_ar_g1.txt" "$SCRATCH/run_ar_plainprefill.txt"; then
+            result "run: prefill kernels on == off" ok "greedy AR text identical with MTPLX_CUDA_TC=0 MTPLX_CUDA_FLASH=0"
+        else
+            result "run: prefill kernels on == off" skip "differs (reported, not a failure: another summation order may flip near-ties)"
         fi
         if cmp -s "$SCRATCH/run_ar_g1.txt" "$SCRATCH/run_cpu_ar.txt"; then
             result "run: GPU greedy text == CPU" ok "identical"
@@ -288,6 +319,20 @@ PY
             TABLES+=("$(printf '  %-10s %s' "$([ $g = 1 ] && echo on || echo off)" "$row")")
         done
         TABLES+=("  (n=K columns: verify time of K rows / decode time of 1 row; the goal is n=4 <= 1.1x)")
+        # prefill, 512 tokens: the prefill kernels on (default) and off
+        pf_line=""
+        # "on" keeps the environment's switches (a path turned off stays off)
+        for pk in 1 0; do
+            pe=()
+            [ $pk = 0 ] && pe=(MTPLX_CUDA_TC=0 MTPLX_CUDA_FLASH=0)
+            j=$(cd "$ROOT" && env "${pe[@]}" timeout 60 "$BM" run "$M06" --device cuda \
+                --reps 3 --prefill 512 --prefill-reps 3 2>>"$LOG")
+            echo "$j" >>"$LOG"
+            v=$(echo "$j" | grep -o '"prefill_tok_s": [0-9.]*' | awk '{print $2}')
+            [ -n "$v" ] || okb=0
+            pf_line="$pf_line $([ $pk = 1 ] && echo "on (tensor cores + flash)" || echo "off (GEMV + per-token attention)") ${v:-?} tok/s;"
+        done
+        TABLES+=("  prefill 512 tokens, prefill kernels:$pf_line")
         if [ $okb = 1 ]; then result "bench_models 0.6B bf16 on the GPU" ok "$(($(date +%s) - T0)) s (table below)"
         else result "bench_models 0.6B bf16 on the GPU" FAIL "a run failed (see the log)"; fi
         rm -f "$M06"

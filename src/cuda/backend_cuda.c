@@ -47,13 +47,29 @@
  * does not want logits in its token events). On by default as well;
  * MTPLX_CUDA_ARGMAX=0 picks on the host instead.
  *
+ * Prefill takes two other kernels: the tensor-core GEMM
+ * (mtplx_cuda_matmul_tc, forwards of MTPLX_CUDA_TC_MIN_ROWS = 33 rows or
+ * more: a batched verification step of several generations has at most 32,
+ * cuda_backend.h says why that matters) and the tiled, flash-style attention
+ * (mtplx_cuda_attention_flash, a sequence of more than MTPLX_CUDA_STEP_ROWS
+ * tokens). Neither is bit-identical to the step kernels, and neither can
+ * meet a captured step (at most MTPLX_CUDA_STEP_ROWS rows), so graph and
+ * plain steps still agree bit for bit. Both are on by default and were
+ * written without a GPU at hand: the environment turns them off when the backend is made (MTPLX_CUDA_TC=0,
+ * MTPLX_CUDA_FLASH=0), and MTPLX_CUDA_TC=all sends F32 weights to the
+ * tensor cores too (in bf16: off by default, since an F32 checkpoint is
+ * kept for its precision). The GEMM splits k over more blocks when its tiles
+ * leave SMs idle, summing the splits in a fixed order through a scratch made
+ * here (TC_SPLIT_BYTES); MTPLX_CUDA_TC_SPLIT=0 turns that off alone.
+ * mtplx_cuda_set_paths() does the same at run time.
+ *
  * Left out for now: sampling at temperature > 0 and its acceptance test on
- * the GPU (the logits rows are copied back for those), a tensor-core GEMM
- * for prefill, several GPUs. */
+ * the GPU (the logits rows are copied back for those), several GPUs. */
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_kernels.h"
 #include "kernels/kernels.h"
 #include "model/backend.h"
+#include "model/model.h"
 
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
@@ -66,6 +82,10 @@ typedef struct {
 } param_slot;
 
 enum { MAX_GRAPHS = 128, PICK_ROWS = 32 };
+/* split-k partials of the tensor-core GEMM: it splits only while its tiles
+ * number fewer than the SMs, so it needs at most about 3 n_sm tiles of
+ * 64 x 64 floats (6.5 MB on 132 SMs); it splits less when this is short */
+#define TC_SPLIT_BYTES ((size_t)8 << 20)
 
 typedef struct {
     mtplx_graph_key key;
@@ -96,6 +116,8 @@ typedef struct {
     const int32_t *cap_tok;
     bool cap_bad;
     mtplx_cuda_graph_stats gstats;
+    mtplx_cuda_paths paths; /* prefill kernels (header comment) */
+    mtplx_cuda_tc_split split; /* split-k scratch and the SM count */
 } cuda_backend;
 
 static void check(cudaError_t e, const char *what, const char *file, int line) {
@@ -182,14 +204,31 @@ static size_t weight_bytes(const mtplx_weight *w) {
     return mtplx_row_size(w->type, w->k) * (size_t)w->m;
 }
 
+/* Tensor cores for a prefill's many rows (header comment); the GEMV for the
+ * rest and for what the tensor-core kernel does not take. Never for a step
+ * that may be captured (the test on MTPLX_CUDA_STEP_ROWS holds whatever
+ * tc_min_rows a caller sets). */
+_Static_assert(MTPLX_CUDA_TC_MIN_ROWS > MTPLX_LOGITS_ROWS,
+               "a batched verification step must not reach the tensor cores");
+static bool use_tc(const cuda_backend *c, const mtplx_weight *w, const void *W, size_t rb,
+                   int64_t n) {
+    return c->paths.tc && n >= c->paths.tc_min_rows && n > MTPLX_CUDA_STEP_ROWS &&
+           (w->type != MTPLX_TYPE_F32 || c->paths.tc_f32) &&
+           mtplx_cuda_matmul_tc_ok(w->type, W, rb, w->k);
+}
+
 static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bias, const float *x,
                       int64_t n, float *y) {
     cuda_backend *c = (cuda_backend *)be;
     const void *W = param(c, w->data, weight_bytes(w));
     const float *b = param(c, bias, (size_t)w->m * sizeof(float));
-    CK(mtplx_cuda_matmul(c->stream, w->type, W, mtplx_row_size(w->type, w->k), w->m, w->k, x, n, y,
-                         b),
-       "matmul");
+    size_t rb = mtplx_row_size(w->type, w->k);
+    if (use_tc(c, w, W, rb, n))
+        CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rb, w->m, w->k, x, n, y, b,
+                                c->paths.tc_split ? &c->split : NULL),
+           "matmul (tensor cores)");
+    else
+        CK(mtplx_cuda_matmul(c->stream, w->type, W, rb, w->m, w->k, x, n, y, b), "matmul");
 }
 
 static void cu_rmsnorm(mtplx_backend *be, const float *x, const float *w, float *out, int64_t n,
@@ -228,9 +267,14 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
                          int64_t pos0, float scale, float *out) {
     cuda_backend *c = (cuda_backend *)be;
     const mtplx_cuda_step *dyn = step_pos(c, &pos0);
-    CK(mtplx_cuda_attention(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type, pos0,
-                            scale, out, dyn),
-       "attention");
+    if (c->paths.flash && n_tok > MTPLX_CUDA_STEP_ROWS)
+        CK(mtplx_cuda_attention_flash(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v,
+                                      kv_type, pos0, scale, out, dyn),
+           "attention (flash)");
+    else
+        CK(mtplx_cuda_attention(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type,
+                                pos0, scale, out, dyn),
+           "attention");
 }
 
 static void cu_get_row(mtplx_backend *be, const mtplx_weight *w, int64_t id, float *out) {
@@ -388,6 +432,31 @@ mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be) {
     return ((const cuda_backend *)be)->gstats;
 }
 
+mtplx_cuda_paths mtplx_cuda_get_paths(const mtplx_backend *be) {
+    return ((const cuda_backend *)be)->paths;
+}
+
+void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p) {
+    ((cuda_backend *)be)->paths = p;
+}
+
+/* The prefill kernels from the environment: on unless "0"; MTPLX_CUDA_TC=all
+ * adds F32 weights. */
+static mtplx_cuda_paths paths_from_env(void) {
+    const char *tc = getenv("MTPLX_CUDA_TC"), *fa = getenv("MTPLX_CUDA_FLASH");
+    const char *sk = getenv("MTPLX_CUDA_TC_SPLIT");
+    mtplx_cuda_paths p = {.tc = true,
+                          .tc_f32 = false,
+                          .tc_split = true,
+                          .flash = true,
+                          .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};
+    if (tc && strcmp(tc, "0") == 0) p.tc = false;
+    if (sk && strcmp(sk, "0") == 0) p.tc_split = false;
+    if (tc && strcmp(tc, "all") == 0) p.tc_f32 = true;
+    if (fa && strcmp(fa, "0") == 0) p.flash = false;
+    return p;
+}
+
 static void *cu_buf_alloc(mtplx_backend *be, size_t bytes) {
     cuda_backend *c = (cuda_backend *)be;
     void *p = NULL;
@@ -453,13 +522,17 @@ static void cu_free(mtplx_backend *be) {
     cuda_backend *c = (cuda_backend *)be;
     mtplx_log(MTPLX_LOG_INFO,
               "cuda: %.1f MB of weights; CUDA graphs %s: %lld captured, %lld forwards replayed, "
-              "%lld plain, %lld failed captures",
+              "%lld plain, %lld failed captures; prefill: tensor cores %s%s, flash attention %s",
               (double)c->param_bytes / 1e6, c->graphs ? "on" : "off", (long long)c->gstats.captured,
-              (long long)c->gstats.replayed, (long long)c->gstats.plain, (long long)c->gstats.failed);
+              (long long)c->gstats.replayed, (long long)c->gstats.plain, (long long)c->gstats.failed,
+              c->paths.tc ? (c->paths.tc_f32 ? "on (F32 too)" : "on") : "off",
+              c->paths.tc && !c->paths.tc_split ? " without split-k" : "",
+              c->paths.flash ? "on" : "off");
     mtplx_cuda_forget_params(be);
     cudaFree(c->dstep);
     cudaFree(c->picks);
     cudaFree(c->ids_dev);
+    cudaFree(c->split.buf);
     free(c->gs);
     cudaStreamDestroy(c->side);
     cudaStreamDestroy(c->stream);
@@ -532,10 +605,15 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     c->gs = calloc(MAX_GRAPHS, sizeof *c->gs);
     e = cudaMalloc((void **)&c->dstep, sizeof *c->dstep);
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->picks, PICK_ROWS * sizeof *c->picks);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->split.buf, TC_SPLIT_BYTES);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&c->split.n_sm, cudaDevAttrMultiProcessorCount, device);
+    c->split.bytes = TC_SPLIT_BYTES;
     if (e != cudaSuccess || !c->gs) {
         (void)cudaGetLastError();
         cudaFree(c->dstep);
         cudaFree(c->picks);
+        cudaFree(c->split.buf);
         free(c->gs);
         cudaStreamDestroy(c->side);
         cudaStreamDestroy(c->stream);
@@ -546,6 +624,7 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
      * ruling graphs out when something looks wrong) */
     const char *ge = getenv("MTPLX_CUDA_GRAPHS");
     c->graphs = !(ge && strcmp(ge, "0") == 0);
+    c->paths = paths_from_env();
     c->base = (mtplx_backend){
         .name = "cuda",
         .n_threads = 1,

@@ -38,6 +38,25 @@ typedef struct mtplx_cuda_graph_stats {
     int64_t failed;   /* captures that failed (their keys stay plain) */
 } mtplx_cuda_graph_stats;
 mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be);
+/* The prefill kernels (backend_cuda.c): the tensor-core GEMM (tc; tc_f32:
+ * F32 weights too, in bf16; tc_split: k split over more blocks when the
+ * tiles leave SMs idle), for forwards of at least tc_min_rows rows, and the
+ * flash-style attention (flash), for a sequence of more than
+ * MTPLX_CUDA_STEP_ROWS tokens. Set from MTPLX_CUDA_TC (0 / all),
+ * MTPLX_CUDA_TC_SPLIT (0) and MTPLX_CUDA_FLASH (0) when the backend is made:
+ * all on but tc_f32, tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS. */
+typedef struct mtplx_cuda_paths {
+    bool tc, tc_f32, tc_split, flash;
+    int64_t tc_min_rows;
+} mtplx_cuda_paths;
+/* A batched verification step of several generations (mtplx_gen_step_many)
+ * keeps all its logits, so it has at most MTPLX_LOGITS_ROWS (32) rows: from
+ * 33 rows on a forward is a prefill chunk. Below that every matmul takes the
+ * GEMV, whose rows do not depend on the batch they came in, so a greedy
+ * generation's text does not depend on what else was batched with it. */
+#define MTPLX_CUDA_TC_MIN_ROWS 33
+mtplx_cuda_paths mtplx_cuda_get_paths(const mtplx_backend *be);
+void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p);
 /* Free and total bytes of GPU `device` (cudaMemGetInfo). */
 mtplx_status mtplx_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes);
 

@@ -47,6 +47,27 @@ cudaError_t mtplx_cuda_set_step(cudaStream_t s, mtplx_cuda_step *dst, const mtpl
  * verify step (n <= 16) costs about one decode step. */
 cudaError_t mtplx_cuda_matmul(cudaStream_t s, int type, const void *W, size_t row_bytes, int64_t m,
                               int64_t k, const float *x, int64_t n, float *y, const float *bias);
+/* The same product on tensor cores, for prefill (many rows of x): tiles of
+ * W dequantised and x rounded to bf16 (__half for F16 weights) in shared
+ * memory, f32 accumulation (kernels.cu says why those operand types). Not
+ * bit-identical to mtplx_cuda_matmul; the backend uses it only for n of at
+ * least MTPLX_CUDA_TC_MIN_ROWS (cuda_backend.h), so a decode / verify step
+ * never sees it.
+ * mtplx_cuda_matmul_tc_ok: whether it takes this type and layout (k % 8 ==
+ * 0; float rows 16-byte aligned); otherwise it returns cudaErrorInvalidValue. */
+/* split (may be NULL: never split k): device scratch for split-k partial
+ * sums (kernels.cu says when k is split), and the GPU's SM count. The result
+ * does not depend on the scratch's address, only on the split count, which
+ * depends on (m, n, k, bytes, n_sm). */
+typedef struct mtplx_cuda_tc_split {
+    float *buf;
+    size_t bytes;
+    int n_sm;
+} mtplx_cuda_tc_split;
+bool mtplx_cuda_matmul_tc_ok(int type, const void *W, size_t row_bytes, int64_t k);
+cudaError_t mtplx_cuda_matmul_tc(cudaStream_t s, int type, const void *W, size_t row_bytes,
+                                 int64_t m, int64_t k, const float *x, int64_t n, float *y,
+                                 const float *bias, const mtplx_cuda_tc_split *split);
 /* out[i] = row ids[i] of W (as above) dequantised to f32 [k], i < n; with
  * ids NULL (device pointer, else) the one row id0 (n must be 1). */
 cudaError_t mtplx_cuda_get_rows(cudaStream_t s, int type, const void *W, size_t row_bytes, int64_t k,
@@ -68,6 +89,15 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
                                  int n_head_kv, int head_dim, const void *k, const void *v,
                                  int kv_type, int64_t pos0, float scale, float *out,
                                  const mtplx_cuda_step *dyn);
+
+/* The same attention tiled for many query tokens (prefill): 16 queries of a
+ * head per block share each K/V tile in shared memory. f32 math as the one
+ * above, but not bit-identical to it (another summation order); the backend
+ * uses it only for n_tok above MTPLX_CUDA_STEP_ROWS. F16 / F32 KV. */
+cudaError_t mtplx_cuda_attention_flash(cudaStream_t s, const float *q, int64_t n_tok, int n_head,
+                                       int n_head_kv, int head_dim, const void *k, const void *v,
+                                       int kv_type, int64_t pos0, float scale, float *out,
+                                       const mtplx_cuda_step *dyn);
 
 #ifdef __cplusplus
 }

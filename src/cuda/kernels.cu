@@ -3,11 +3,14 @@
  * Decode and verification are memory bound, so the matmul is a GEMV that
  * keeps up to 16 rows of activations in registers: one warp per output row
  * walks the weight row once, dequantising 8 elements at a time, and applies
- * them to every activation row. Larger n (prefill) runs the same kernel per
- * 16 rows, so it re-reads the weights n/16 times; a tensor-core GEMM for
- * prefill is left for later. Attention is one block per (token, head) with an
+ * them to every activation row. Larger n (prefill) can run the same kernel
+ * per 16 rows (re-reading the weights n/16 times), but normally takes the
+ * tensor-core GEMM below (tc_mm_kernel: 64 x 64 tiles, operands rounded to
+ * bf16 / f16). Attention for a step is one block per (token, head) with an
  * online softmax per warp (flash-decoding's split over the context is left for
- * later). All math is f32; no fast-math, so RoPE's angles stay accurate.
+ * later); for a prefill, fa_kernel tiles queries and keys through shared
+ * memory. Apart from the tensor-core operands, all math is f32; no fast-math,
+ * so RoPE's angles stay accurate.
  *
  * Kernels whose work depends on the position (RoPE, the KV store, attention)
  * and the embedding gather take an optional `dyn` pointer to a step block in
@@ -23,11 +26,15 @@ extern "C" {
 }
 #include "cuda/cuda_kernels.h"
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
+#include <mma.h>
 #include <string.h>
 
 namespace {
+
+namespace wmma = nvcuda::wmma;
 
 /* The dequantisers are __host__ __device__ so that a host build of them can
  * be checked against the CPU's reference without a GPU (mtplx_cuda_deq_row_host). */
@@ -254,6 +261,211 @@ cudaError_t launch_mm(cudaStream_t s, const void *W, size_t rb, int64_t m, int64
     return cudaGetLastError();
 }
 
+/* ---- prefill GEMM on tensor cores (the backend decides from how many rows) ----
+ * A block computes a TC_BM x TC_BN tile of y (activation rows x weight rows),
+ * four warps of 32 x 32, with WMMA 16x16x16 fragments and f32 accumulators.
+ * Each TC_BK step dequantises the weight tile with the GEMV's deq8 and
+ * rounds both tiles to the operand type E in shared memory: __half for F16
+ * weights (the CPU's dot partner for F16 is f16 activations too), bf16 for
+ * everything else (the range of f32, so activations cannot overflow; the
+ * CPU's partner for quantised weights is 8 bits, coarser than bf16). Products
+ * of two E values are exact in f32, so the only rounding against f32 math is
+ * that of the operands (tests/test_cuda.c checks the tile against a host
+ * emulation of exactly this rounding). Tails of m, n and k are zero-filled in
+ * shared memory; k must be a multiple of 8 (deq8's group). While the warps
+ * multiply one tile, the next tile's global loads are in flight in registers
+ * (one stage, no cp.async: simple first).
+ *   Split-k: a short prefill of a small matrix makes fewer 64 x 64 tiles than
+ * the GPU has SMs (m = 1024, n = 64: 16 blocks on 132 SMs), and a few busy
+ * SMs cannot pull the weights at the GPU's bandwidth. Then blockIdx.z splits
+ * k into equal runs of whole TC_BK steps; each writes its partial tile to a
+ * scratch [splits][n][m], and tc_reduce_kernel sums the splits in a fixed
+ * order (no atomics: the same inputs give the same bits on every run, which
+ * greedy MTP == AR relies on when both prefill the same prompt). */
+constexpr int TC_BM = 64, TC_BN = 64, TC_BK = 64;
+constexpr int TC_THREADS = 128;
+/* shared row stride in elements: 144 bytes, so WMMA's 16-row steps stay
+ * 32-byte aligned and the 8 rows of an ldmatrix hit distinct banks */
+constexpr int TC_LD = TC_BK + 8;
+constexpr int TC_LDC = TC_BN + 4; /* the f32 output tile's stride */
+/* 8-element groups per tile row, per operand tile, and per thread */
+constexpr int TC_GPR = TC_BK / 8, TC_GROUPS = TC_BM * TC_GPR,
+              TC_PER_THREAD = TC_GROUPS / TC_THREADS;
+static_assert(TC_BM == TC_BN, "one loader indexing serves both operand tiles");
+static_assert(TC_GROUPS % TC_THREADS == 0, "every thread loads the same number of groups");
+
+template <typename E> __device__ __forceinline__ uint32_t pack2(float a, float b);
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(a, b); /* .x = a, the lower address */
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
+}
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float a, float b) {
+    __half2 v = __floats2half2_rn(a, b);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
+}
+template <typename E> __device__ __forceinline__ uint4 pack8(const float v[8]) {
+    return make_uint4(pack2<E>(v[0], v[1]), pack2<E>(v[2], v[3]), pack2<E>(v[4], v[5]),
+                      pack2<E>(v[6], v[7]));
+}
+
+/* The k-step at k0 of both operand tiles, packed to E, into registers:
+ * thread tid's groups g = tid + TC_THREADS * h, each (tile row g / TC_GPR,
+ * k group g % TC_GPR). Rows past m or n and groups past k are zeros. */
+template <int T, typename E>
+__device__ __forceinline__ void tc_fetch(const uint8_t *__restrict__ W, size_t rb, int64_t m,
+                                         int64_t k, int64_t k_hi, const float *__restrict__ x,
+                                         int64_t n, bool xvec, int64_t r0, int64_t i0, int64_t k0,
+                                         uint4 wreg[TC_PER_THREAD], uint4 xreg[TC_PER_THREAD]) {
+#pragma unroll
+    for (int h = 0; h < TC_PER_THREAD; h++) {
+        int g = (int)threadIdx.x + TC_THREADS * h, row = g / TC_GPR;
+        int64_t gk = k0 / 8 + g % TC_GPR;
+        float v[8];
+        bool in_k = gk < k_hi / 8; /* k_hi: the end of this block's k run */
+        if (in_k && r0 + row < m) {
+            deq8<T>(W + (size_t)(r0 + row) * rb, gk, v);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++) v[j] = 0.f;
+        }
+        wreg[h] = pack8<E>(v);
+        if (in_k && i0 + row < n) {
+            const float *xp = x + (size_t)(i0 + row) * k + gk * 8;
+            if (xvec) {
+                float4 a = __ldg((const float4 *)xp), b = __ldg((const float4 *)xp + 1);
+                v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
+                v[7] = b.w;
+            } else {
+#pragma unroll
+                for (int j = 0; j < 8; j++) v[j] = __ldg(xp + j);
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++) v[j] = 0.f;
+        }
+        xreg[h] = pack8<E>(v);
+    }
+}
+
+template <int T, typename E>
+__global__ void __launch_bounds__(TC_THREADS)
+    tc_mm_kernel(const uint8_t *__restrict__ W, size_t rb, int64_t m, int64_t k,
+                 const float *__restrict__ x, int64_t n, float *__restrict__ y,
+                 const float *__restrict__ bias, bool xvec, int64_t kchunk,
+                 float *__restrict__ part) {
+    __shared__ __align__(32) E xs[TC_BM][TC_LD]; /* activation rows x k */
+    __shared__ __align__(32) E ws[TC_BN][TC_LD]; /* weight rows x k */
+    __shared__ __align__(32) float cs[TC_BM][TC_LDC];
+    int warp = threadIdx.x >> 5;
+    int64_t i0 = (int64_t)blockIdx.y * TC_BM, r0 = (int64_t)blockIdx.x * TC_BN;
+    int wi = (warp >> 1) * 32, wr = (warp & 1) * 32; /* this warp's 32 x 32 corner */
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+#pragma unroll
+    for (int a = 0; a < 2; a++)
+#pragma unroll
+        for (int b = 0; b < 2; b++) wmma::fill_fragment(acc[a][b], 0.f);
+    /* this block's k run: all of k, or split blockIdx.z's (kchunk: whole TC_BK steps) */
+    int64_t k_lo = (int64_t)blockIdx.z * kchunk, k_hi = k_lo + kchunk < k ? k_lo + kchunk : k;
+    uint4 wreg[TC_PER_THREAD], xreg[TC_PER_THREAD];
+    tc_fetch<T, E>(W, rb, m, k, k_hi, x, n, xvec, r0, i0, k_lo, wreg, xreg);
+    for (int64_t k0 = k_lo; k0 < k_hi; k0 += TC_BK) {
+#pragma unroll
+        for (int h = 0; h < TC_PER_THREAD; h++) {
+            int g = (int)threadIdx.x + TC_THREADS * h;
+            *(uint4 *)&ws[g / TC_GPR][(g % TC_GPR) * 8] = wreg[h];
+            *(uint4 *)&xs[g / TC_GPR][(g % TC_GPR) * 8] = xreg[h];
+        }
+        __syncthreads();
+        if (k0 + TC_BK < k_hi)
+            tc_fetch<T, E>(W, rb, m, k, k_hi, x, n, xvec, r0, i0, k0 + TC_BK, wreg, xreg);
+#pragma unroll
+        for (int kk = 0; kk < TC_BK; kk += 16) {
+            /* A = activations (row major, k contiguous); B = W^T, whose
+             * column r is weight row r: col major over the same layout */
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major> fa[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::col_major> fb[2];
+#pragma unroll
+            for (int a = 0; a < 2; a++) wmma::load_matrix_sync(fa[a], &xs[wi + 16 * a][kk], TC_LD);
+#pragma unroll
+            for (int b = 0; b < 2; b++) wmma::load_matrix_sync(fb[b], &ws[wr + 16 * b][kk], TC_LD);
+#pragma unroll
+            for (int a = 0; a < 2; a++)
+#pragma unroll
+                for (int b = 0; b < 2; b++) wmma::mma_sync(acc[a][b], fa[a], fb[b], acc[a][b]);
+        }
+        __syncthreads(); /* the tiles are read: the next step may overwrite them */
+    }
+#pragma unroll
+    for (int a = 0; a < 2; a++)
+#pragma unroll
+        for (int b = 0; b < 2; b++)
+            wmma::store_matrix_sync(&cs[wi + 16 * a][wr + 16 * b], acc[a][b], TC_LDC,
+                                    wmma::mem_row_major);
+    __syncthreads();
+    /* consecutive threads write consecutive outputs of one activation row;
+     * a split writes its partial sums, without the bias, to part */
+    for (int e = threadIdx.x; e < TC_BM * TC_BN; e += TC_THREADS) {
+        int row = e / TC_BN, col = e % TC_BN;
+        int64_t i = i0 + row, r = r0 + col;
+        if (i >= n || r >= m) continue;
+        if (part) part[((size_t)blockIdx.z * n + i) * m + r] = cs[row][col];
+        else y[(size_t)i * m + r] = cs[row][col] + (bias ? bias[r] : 0.f);
+    }
+}
+
+/* y[i] = part[0][i] + part[1][i] + ... (in that order) + bias, over n m outputs */
+__global__ void tc_reduce_kernel(const float *__restrict__ part, int splits, int64_t nm, int64_t m,
+                                 float *__restrict__ y, const float *__restrict__ bias) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nm) return;
+    float v = part[i];
+    for (int s = 1; s < splits; s++) v += part[(size_t)s * nm + i];
+    y[i] = v + (bias ? bias[i % m] : 0.f);
+}
+
+constexpr int TC_MAX_SPLITS = 8;
+
+/* How many k runs (blockIdx.z) to use: enough blocks for about two per SM
+ * when the tiles alone leave SMs idle, each run at least two TC_BK steps,
+ * and the partials must fit the scratch. 1 = no split. */
+int tc_splits(int64_t blocks, int64_t k, int64_t n, int64_t m, const mtplx_cuda_tc_split *sp) {
+    if (!sp || !sp->buf || sp->n_sm <= 0 || blocks >= sp->n_sm) return 1;
+    int64_t want = (2 * (int64_t)sp->n_sm + blocks - 1) / blocks;
+    int64_t steps = (k + TC_BK - 1) / TC_BK;
+    int64_t fit = (int64_t)(sp->bytes / ((size_t)(n * m) * sizeof(float)));
+    if (want > TC_MAX_SPLITS) want = TC_MAX_SPLITS;
+    if (want > steps / 2) want = steps / 2;
+    if (want > fit) want = fit;
+    return want >= 2 ? (int)want : 1;
+}
+
+template <int T, typename E>
+cudaError_t launch_tc(cudaStream_t s, const void *W, size_t rb, int64_t m, int64_t k,
+                      const float *x, int64_t n, float *y, const float *bias, bool xvec,
+                      const mtplx_cuda_tc_split *sp) {
+    int64_t gx = (m + TC_BN - 1) / TC_BN, gy = (n + TC_BM - 1) / TC_BM;
+    int64_t steps = (k + TC_BK - 1) / TC_BK;
+    int splits = tc_splits(gx * gy, k, n, m, sp);
+    /* whole steps per run; recount the runs so that none is empty */
+    int64_t kchunk = (steps + splits - 1) / splits * TC_BK;
+    splits = (int)((k + kchunk - 1) / kchunk);
+    float *part = splits > 1 ? sp->buf : NULL;
+    dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)splits);
+    tc_mm_kernel<T, E>
+        <<<grid, TC_THREADS, 0, s>>>((const uint8_t *)W, rb, m, k, x, n, y, bias, xvec, kchunk, part);
+    if (part) {
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return e;
+        int64_t nm = n * m;
+        tc_reduce_kernel<<<(unsigned)((nm + 255) / 256), 256, 0, s>>>(part, splits, nm, m, y, bias);
+    }
+    return cudaGetLastError();
+}
+
 /* ---- get_rows: out row i = W row ids[i] (ids in device memory) or, with
  * ids NULL, W row id0 (one row). blockIdx.y = i. ---- */
 __device__ __forceinline__ int64_t row_id(const int32_t *ids, int64_t id0) {
@@ -427,6 +639,148 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     }
 }
 
+/* ---- flash-style attention for prefill (n_tok > MTPLX_CUDA_STEP_ROWS) ----
+ * attn_kernel reads the whole causal prefix once per (token, head): fine for
+ * a step of a few rows, n_tok times the K/V traffic for a prefill. Here a
+ * block takes FA_QT query tokens of one head and walks the keys in tiles of
+ * FA_KT positions staged in shared memory (as f32), so each K/V row is read
+ * once per FA_QT queries (FlashAttention, Dao et al. 2022, without tensor
+ * cores: f32 throughout, to agree with the CPU as attn_kernel does).
+ * Warp w owns queries FA_QW w .. FA_QW w + FA_QW - 1 of the tile. Scores: lane
+ * l takes key l of the tile against the warp's queries (K rows padded to
+ * hd + 1 floats, so the 32 lanes read 32 banks). Then per query an online
+ * softmax update (running max, sum, rescaled output) and P.V with lanes
+ * splitting head_dim (element lane + 32 e, as attn_kernel). Every query sees
+ * key 0, so a running max is finite from the first tile on, and keys it must
+ * not see (the causal mask, positions past the block's last query) weigh
+ * exactly 0. */
+constexpr int FA_WARPS = 4, FA_QW = 4, FA_QT = FA_WARPS * FA_QW, FA_KT = 32;
+static_assert(FA_KT == 32, "a tile's keys are a warp's lanes");
+
+size_t fa_smem_bytes(int hd) {
+    return sizeof(float) * ((size_t)FA_QT * hd + (size_t)FA_KT * (hd + 1) + (size_t)FA_KT * hd);
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+    return v;
+}
+
+template <bool F16>
+__global__ void __launch_bounds__(FA_WARPS * 32)
+    fa_kernel(const float *__restrict__ q, int64_t n_tok, int n_head, int n_head_kv, int hd,
+              const void *__restrict__ K, const void *__restrict__ V, int64_t pos0, float scale,
+              float *__restrict__ out, const mtplx_cuda_step *__restrict__ dyn) {
+    extern __shared__ float fa_sm[];
+    float *qs = fa_sm;                 /* [FA_QT][hd] */
+    float *ks = qs + FA_QT * hd;       /* [FA_KT][hd + 1] */
+    float *vs = ks + FA_KT * (hd + 1); /* [FA_KT][hd] */
+    pos0 += dyn_pos(dyn);
+    int h = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int64_t t0 = (int64_t)blockIdx.x * FA_QT;
+    int kvh = h / (n_head / n_head_kv);
+    for (int idx = threadIdx.x; idx < FA_QT * hd; idx += blockDim.x) {
+        int64_t t = t0 + idx / hd;
+        qs[idx] = t < n_tok ? q[((size_t)t * n_head + h) * hd + idx % hd] : 0.f;
+    }
+    float acc[FA_QW][ATT_MAXE], mx[FA_QW], sum[FA_QW];
+#pragma unroll
+    for (int i = 0; i < FA_QW; i++) {
+        mx[i] = -INFINITY;
+        sum[i] = 0.f;
+#pragma unroll
+        for (int e = 0; e < ATT_MAXE; e++) acc[i][e] = 0.f;
+    }
+    int64_t t_end = t0 + FA_QT < n_tok ? t0 + FA_QT : n_tok;
+    int64_t kend = pos0 + t_end; /* keys [0, kend) serve this block's queries */
+    int64_t tq0 = t0 + warp * FA_QW; /* the warp's first query */
+    size_t row = (size_t)n_head_kv * hd, off = (size_t)kvh * hd;
+    const float *qw = qs + warp * FA_QW * hd;
+    for (int64_t p0 = 0; p0 < kend; p0 += FA_KT) {
+        __syncthreads(); /* qs written (first tile); the previous tile consumed */
+        for (int idx = threadIdx.x; idx < FA_KT * hd; idx += blockDim.x) {
+            int kk = idx / hd, j = idx % hd;
+            int64_t p = p0 + kk;
+            float kv_k = 0.f, kv_v = 0.f;
+            if (p < kend) {
+                size_t at = (size_t)p * row + off + (size_t)j;
+                kv_k = kv_load<F16>(K, at);
+                kv_v = kv_load<F16>(V, at);
+            }
+            ks[kk * (hd + 1) + j] = kv_k;
+            vs[kk * hd + j] = kv_v;
+        }
+        __syncthreads();
+        int64_t p = p0 + lane; /* this lane's key */
+        float s[FA_QW];
+#pragma unroll
+        for (int i = 0; i < FA_QW; i++) s[i] = 0.f;
+        const float *kr = ks + lane * (hd + 1);
+        for (int j = 0; j < hd; j++) {
+            float kj = kr[j];
+#pragma unroll
+            for (int i = 0; i < FA_QW; i++) s[i] += qw[i * hd + j] * kj;
+        }
+        float pw[FA_QW];
+#pragma unroll
+        for (int i = 0; i < FA_QW; i++) {
+            bool see = p < kend && p <= pos0 + tq0 + i;
+            float sv = see ? s[i] * scale : -INFINITY;
+            float mn = fmaxf(mx[i], warp_max(sv)); /* finite: key 0 is in the first tile */
+            float c = expf(mx[i] - mn);
+            pw[i] = see ? expf(sv - mn) : 0.f;
+            sum[i] = sum[i] * c + warp_sum(pw[i]);
+            mx[i] = mn;
+#pragma unroll
+            for (int e = 0; e < ATT_MAXE; e++) acc[i][e] *= c;
+        }
+        for (int kk = 0; kk < FA_KT; kk++) {
+            const float *vr = vs + kk * hd;
+            float pk[FA_QW];
+#pragma unroll
+            for (int i = 0; i < FA_QW; i++) pk[i] = __shfl_sync(0xFFFFFFFFu, pw[i], kk);
+#pragma unroll
+            for (int e = 0; e < ATT_MAXE; e++) {
+                int j = lane + 32 * e;
+                if (j < hd) {
+                    float v = vr[j];
+#pragma unroll
+                    for (int i = 0; i < FA_QW; i++) acc[i][e] += pk[i] * v;
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < FA_QW; i++) {
+        int64_t t = tq0 + i;
+        if (t >= n_tok) continue;
+        float inv = 1.f / sum[i];
+        float *op = out + ((size_t)t * n_head + h) * hd;
+#pragma unroll
+        for (int e = 0; e < ATT_MAXE; e++) {
+            int j = lane + 32 * e;
+            if (j < hd) op[j] = acc[i][e] * inv;
+        }
+    }
+}
+
+template <bool F16>
+cudaError_t launch_fa(cudaStream_t s, const float *q, int64_t n_tok, int n_head, int n_head_kv,
+                      int hd, const void *k, const void *v, int64_t pos0, float scale, float *out,
+                      const mtplx_cuda_step *dyn) {
+    size_t smem = fa_smem_bytes(hd);
+    if (smem > 48 * 1024) { /* above the default limit: opt in (hd 256 needs 82 KB) */
+        cudaError_t e = cudaFuncSetAttribute(
+            fa_kernel<F16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return e;
+    }
+    dim3 grid((unsigned)((n_tok + FA_QT - 1) / FA_QT), (unsigned)n_head);
+    fa_kernel<F16><<<grid, FA_WARPS * 32, smem, s>>>(q, n_tok, n_head, n_head_kv, hd, k, v, pos0,
+                                                      scale, out, dyn);
+    return cudaGetLastError();
+}
+
 /* ---- greedy pick: one block per logits row ---- */
 constexpr int AM_THREADS = 1024;
 
@@ -521,6 +875,36 @@ cudaError_t mtplx_cuda_matmul(cudaStream_t s, int type, const void *W, size_t rb
     case MTPLX_TYPE_Q4_0: return launch_mm<MTPLX_TYPE_Q4_0>(s, W, rb, m, k, x, n, y, bias, xvec);
     case MTPLX_TYPE_Q4_K: return launch_mm<MTPLX_TYPE_Q4_K>(s, W, rb, m, k, x, n, y, bias, xvec);
     case MTPLX_TYPE_Q6_K: return launch_mm<MTPLX_TYPE_Q6_K>(s, W, rb, m, k, x, n, y, bias, xvec);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+bool mtplx_cuda_matmul_tc_ok(int type, const void *W, size_t rb, int64_t k) {
+    bool is_float = type == MTPLX_TYPE_F32 || type == MTPLX_TYPE_F16 || type == MTPLX_TYPE_BF16;
+    bool known = is_float || type == MTPLX_TYPE_Q8_0 || type == MTPLX_TYPE_Q4_0 ||
+                 type == MTPLX_TYPE_Q4_K || type == MTPLX_TYPE_Q6_K;
+    /* deq8's vector loads of float rows want them 16-byte aligned (as the GEMV) */
+    return known && k % 8 == 0 && (!is_float || (((uintptr_t)W & 15) == 0 && rb % 16 == 0));
+}
+
+cudaError_t mtplx_cuda_matmul_tc(cudaStream_t s, int type, const void *W, size_t rb, int64_t m,
+                                 int64_t k, const float *x, int64_t n, float *y, const float *bias,
+                                 const mtplx_cuda_tc_split *split) {
+    if (!mtplx_cuda_matmul_tc_ok(type, W, rb, k)) return cudaErrorInvalidValue;
+    if (n <= 0 || m <= 0) return cudaSuccess;
+    bool xvec = ((uintptr_t)x & 15) == 0; /* k % 8 == 0: every row is then aligned */
+    typedef __nv_bfloat16 B;
+#define TC_CASE(TY, E)                                                                             \
+    case TY: return launch_tc<TY, E>(s, W, rb, m, k, x, n, y, bias, xvec, split)
+    switch (type) {
+        TC_CASE(MTPLX_TYPE_F32, B);
+        TC_CASE(MTPLX_TYPE_F16, __half);
+        TC_CASE(MTPLX_TYPE_BF16, B);
+        TC_CASE(MTPLX_TYPE_Q8_0, B);
+        TC_CASE(MTPLX_TYPE_Q4_0, B);
+        TC_CASE(MTPLX_TYPE_Q4_K, B);
+        TC_CASE(MTPLX_TYPE_Q6_K, B);
+#undef TC_CASE
     default: return cudaErrorInvalidValue;
     }
 }
@@ -622,6 +1006,19 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
         attn_kernel<false><<<grid, ATT_WARPS * 32, 0, s>>>(q, n_head, n_head_kv, head_dim, k, v,
                                                           pos0, scale, out, dyn);
     return cudaGetLastError();
+}
+
+cudaError_t mtplx_cuda_attention_flash(cudaStream_t s, const float *q, int64_t n_tok, int n_head,
+                                       int n_head_kv, int head_dim, const void *k, const void *v,
+                                       int kv_type, int64_t pos0, float scale, float *out,
+                                       const mtplx_cuda_step *dyn) {
+    if (head_dim > 32 * ATT_MAXE || n_head % n_head_kv != 0 ||
+        (kv_type != MTPLX_TYPE_F16 && kv_type != MTPLX_TYPE_F32))
+        return cudaErrorInvalidValue;
+    if (n_tok <= 0) return cudaSuccess;
+    if (kv_type == MTPLX_TYPE_F16)
+        return launch_fa<true>(s, q, n_tok, n_head, n_head_kv, head_dim, k, v, pos0, scale, out, dyn);
+    return launch_fa<false>(s, q, n_tok, n_head, n_head_kv, head_dim, k, v, pos0, scale, out, dyn);
 }
 
 } // extern "C"
