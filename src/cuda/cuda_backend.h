@@ -18,6 +18,11 @@ mtplx_status mtplx_cuda_device_name(int device, char *buf, size_t cap, size_t *m
  * compiled for and run on the HOST, so tests check the device code's block
  * layouts without a GPU. 0; -1 for an unsupported type; -2 without CUDA. */
 int mtplx_cuda_deq_row_host(int type, const void *row, int64_t k, float *out);
+/* The same for the small-n GEMV's dequantisers (mmv.cu), from a GGUF row
+ * (Q8_0 is repacked on the host first, as the upload does on the GPU).
+ * k a multiple of 32 (F32: 4); 0, -1 for a type mmv does not read, -2
+ * without CUDA. */
+int mtplx_cuda_mmv_deq_row_host(int type, const void *row, int64_t k, float *out);
 
 /* The following take a backend made by mtplx_backend_cuda_new. */
 /* Free every uploaded weight / vector and forget the host addresses they came
