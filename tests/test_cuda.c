@@ -696,6 +696,21 @@ static bool test_deq_host(void) {
         double e = rc ? INFINITY : rel_err(got, ref, k, 1e-6);
         report(e <= 1e-6, "mmv dequant layout %-4s (device code on the host)  %.2e (tol 1e-6)",
                mtplx_type_info(mtypes[t])->name, e);
+        /* the kernel's sums (scales applied per sub-block for Q8_0 / Q4_K)
+         * against the exact products, for 1 and 5 rows of x */
+        for (int64_t n = 1; n <= 5; n += 4) {
+            float *xs = rand_vec(n * k, 1.0f), dot[5], exact[5];
+            for (int64_t i = 0; i < n; i++) {
+                double acc = 0;
+                for (int64_t j = 0; j < k; j++) acc += (double)ref[j] * xs[i * k + j];
+                exact[i] = (float)acc;
+            }
+            rc = mtplx_cuda_mmv_row_host(mtypes[t], row, k, xs, n, dot);
+            e = rc ? INFINITY : rel_err(dot, exact, n, 1e-3);
+            report(e <= TOL_MM_EXACT, "mmv row sums %-4s n=%lld (device code on the host)  %.2e (tol %.0e)",
+                   mtplx_type_info(mtypes[t])->name, (long long)n, e, TOL_MM_EXACT);
+            free(xs);
+        }
     }
     free(x), free(ref), free(got), free(row);
     return built;

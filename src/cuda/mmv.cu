@@ -171,7 +171,91 @@ template <int T> HD void deq4(const unit &t, const float sc[4], int g, float w[4
         uint32_t v = (word(t.q, g & 3) >> (g >= 4 ? 4 : 0)) & 0x0F0F0F0Fu;
         float d = sc[g >= 4 ? 2 : 0], m = sc[g >= 4 ? 3 : 1];
 #pragma unroll
-        for (int j = 0; j < 4; j++) w[j] = d * (magic_byte(v, j) - TWO23) - m;
+        for (int j = 0; j < 4; j++) w[j] = fmaf(d, magic_byte(v, j) - TWO23, -m);
+    }
+}
+
+/* Q8_0 / Q4_K: sub-group g's quants as exact floats (q, not d * q - m): the
+ * scales are applied once per sub-block in dot_unit. */
+template <int T> HD void quant4(const unit &t, int g, float q[4]) {
+    if constexpr (T == MTPLX_TYPE_Q8_0) {
+        uint32_t v = word(t.q, g) ^ 0x80808080u; /* int8 + 128 in each byte */
+#pragma unroll
+        for (int j = 0; j < 4; j++) q[j] = magic_byte(v, j) - (TWO23 + 128.0f);
+    } else {
+        uint32_t v = (word(t.q, g & 3) >> (g >= 4 ? 4 : 0)) & 0x0F0F0F0Fu;
+#pragma unroll
+        for (int j = 0; j < 4; j++) q[j] = magic_byte(v, j) - TWO23;
+    }
+}
+
+HD float dot4_acc(const float w[4], float4 a, float acc) {
+    return fmaf(w[3], a.w, fmaf(w[2], a.z, fmaf(w[1], a.y, fmaf(w[0], a.x, acc))));
+}
+
+/* acc[s][i] += unit u of row s . x row i, for R rows and x rows [0, nr).
+ * The float types multiply dequantised weights; Q8_0 and Q4_K sum q * x
+ * over each 16-element sub-block run first and scale once:
+ * sum (d q - m) x = d sum q x - m sum x (sum x shared by the R rows), one
+ * multiply per weight fewer where the instruction budget is tight. The
+ * order of every sum is fixed by u alone. */
+template <int T, int R, int NR>
+HD void dot_unit(const unit (&t)[R], int64_t u, const float *xb, int64_t k, int nr,
+                 float (&acc)[R][NR]) {
+    constexpr int E = traits<T>::E;
+    float sc[R][4];
+#pragma unroll
+    for (int s = 0; s < R; s++) unit_scales<T>(t[s], u, sc[s]);
+    if constexpr (T == MTPLX_TYPE_Q8_0 || T == MTPLX_TYPE_Q4_K) {
+#pragma unroll
+        for (int run = 0; run < E / 16; run++) { /* Q8_0: 1 run of 16; Q4_K: low, high */
+            float sq[R][NR], sx[NR];
+#pragma unroll
+            for (int i = 0; i < NR; i++) {
+                sx[i] = 0.f;
+#pragma unroll
+                for (int s = 0; s < R; s++) sq[s][i] = 0.f;
+            }
+#pragma unroll
+            for (int g = 4 * run; g < 4 * run + 4; g++) {
+                float q[R][4];
+#pragma unroll
+                for (int s = 0; s < R; s++) quant4<T>(t[s], g, q[s]);
+                const float *xg = xb + elem_of<T>(u, g);
+#pragma unroll
+                for (int i = 0; i < NR; i++) {
+                    if (i < nr) {
+                        float4 a = ld_ro((const float4 *)(xg + i * k));
+                        if constexpr (T == MTPLX_TYPE_Q4_K) sx[i] = (((sx[i] + a.x) + a.y) + a.z) + a.w;
+#pragma unroll
+                        for (int s = 0; s < R; s++) sq[s][i] = dot4_acc(q[s], a, sq[s][i]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int s = 0; s < R; s++)
+#pragma unroll
+                for (int i = 0; i < NR; i++) {
+                    if constexpr (T == MTPLX_TYPE_Q8_0) acc[s][i] = fmaf(sc[s][0], sq[s][i], acc[s][i]);
+                    else acc[s][i] += fmaf(sc[s][2 * run], sq[s][i], -(sc[s][2 * run + 1] * sx[i]));
+                }
+        }
+    } else {
+#pragma unroll
+        for (int g = 0; g < E / 4; g++) {
+            float w[R][4];
+#pragma unroll
+            for (int s = 0; s < R; s++) deq4<T>(t[s], sc[s], g, w[s]);
+            const float *xg = xb + elem_of<T>(u, g);
+#pragma unroll
+            for (int i = 0; i < NR; i++) {
+                if (i < nr) {
+                    float4 a = ld_ro((const float4 *)(xg + i * k));
+#pragma unroll
+                    for (int s = 0; s < R; s++) acc[s][i] = dot4_acc(w[s], a, acc[s][i]);
+                }
+            }
+        }
     }
 }
 
@@ -251,26 +335,7 @@ __global__ void __launch_bounds__(MMV_WARPS * 32)
         for (int j = 0; j < U; j++) {
             int64_t u = u0 + 32 * j;
             if (u >= nu) break;
-            float sc[R][4];
-#pragma unroll
-            for (int s = 0; s < R; s++) unit_scales<T>(t[j][s], u, sc[s]);
-#pragma unroll
-            for (int g = 0; g < E / 4; g++) {
-                float w[R][4];
-#pragma unroll
-                for (int s = 0; s < R; s++) deq4<T>(t[j][s], sc[s], g, w[s]);
-                const float *xg = xb + elem_of<T>(u, g);
-#pragma unroll
-                for (int i = 0; i < NR; i++) {
-                    if (i < nr) {
-                        float4 a = __ldg((const float4 *)(xg + i * k));
-#pragma unroll
-                        for (int s = 0; s < R; s++)
-                            acc[s][i] = fmaf(w[s][3], a.w,
-                                             fmaf(w[s][2], a.z, fmaf(w[s][1], a.y, fmaf(w[s][0], a.x, acc[s][i]))));
-                    }
-                }
-            }
+            dot_unit<T, R, NR>(t[j], u, xb, k, nr, acc);
         }
     }
 #pragma unroll
@@ -375,6 +440,29 @@ template <int T> void deq_row_host(const uint8_t *row, const uint8_t *aux, int64
     }
 }
 
+/* The kernel's arithmetic for one weight row against n <= 16 x rows, on
+ * the host: 32 lanes' partial sums, then the warp's butterfly. */
+template <int T> void row_host(const uint8_t *row, const uint8_t *aux, int64_t k, const float *x, int nr,
+                               float *out) {
+    float lanes[32][MTPLX_CUDA_MMV_ROWS];
+    for (int l = 0; l < 32; l++) {
+        float acc[1][MTPLX_CUDA_MMV_ROWS] = {};
+        for (int64_t u = l; u < k / traits<T>::E; u += 32) {
+            unit t[1] = {};
+            load_unit<T>(row, aux, u, t[0]);
+            dot_unit<T, 1, MTPLX_CUDA_MMV_ROWS>(t, u, x, k, nr, acc);
+        }
+        memcpy(lanes[l], acc[0], sizeof lanes[l]);
+    }
+    for (int o = 16; o > 0; o >>= 1) { /* v += shfl_xor(v, o), all lanes at once */
+        float nx[32][MTPLX_CUDA_MMV_ROWS];
+        for (int l = 0; l < 32; l++)
+            for (int i = 0; i < MTPLX_CUDA_MMV_ROWS; i++) nx[l][i] = lanes[l][i] + lanes[l ^ o][i];
+        memcpy(lanes, nx, sizeof lanes);
+    }
+    for (int i = 0; i < nr; i++) out[i] = lanes[0][i];
+}
+
 } // namespace
 
 extern "C" {
@@ -410,6 +498,27 @@ cudaError_t mtplx_cuda_repack_q8_0(cudaStream_t s, const void *raw, void *out, i
     repack_q8_0_kernel<<<(unsigned)((nb + 255) / 256), 256, 0, s>>>((const uint8_t *)raw,
                                                                     (uint8_t *)out, m, k);
     return cudaGetLastError();
+}
+
+int mtplx_cuda_mmv_row_host(int type, const void *row, int64_t k, const float *x, int64_t n, float *out) {
+    const uint8_t *r = (const uint8_t *)row;
+    if (n < 1 || n > MTPLX_CUDA_MMV_ROWS || k % 32) return -1;
+    int nr = (int)n;
+    switch (type) {
+    case MTPLX_TYPE_F32: row_host<MTPLX_TYPE_F32>(r, NULL, k, x, nr, out); return 0;
+    case MTPLX_TYPE_F16: row_host<MTPLX_TYPE_F16>(r, NULL, k, x, nr, out); return 0;
+    case MTPLX_TYPE_BF16: row_host<MTPLX_TYPE_BF16>(r, NULL, k, x, nr, out); return 0;
+    case MTPLX_TYPE_Q4_K: row_host<MTPLX_TYPE_Q4_K>(r, NULL, k, x, nr, out); return 0;
+    case MTPLX_TYPE_Q8_0: {
+        uint8_t *p = (uint8_t *)malloc((size_t)row_bytes(MTPLX_TYPE_Q8_0, k));
+        if (!p) return -1;
+        for (int64_t b = 0; b < k / QK8_0; b++) repack_block(r, p, k, b);
+        row_host<MTPLX_TYPE_Q8_0>(p, p + k, k, x, nr, out);
+        free(p);
+        return 0;
+    }
+    default: return -1;
+    }
 }
 
 int mtplx_cuda_mmv_deq_row_host(int type, const void *row, int64_t k, float *out) {

@@ -30,6 +30,11 @@ int mtplx_cuda_mmv_deq_row_host(int type, const void *row, int64_t k, float *out
     return -2;
 }
 
+int mtplx_cuda_mmv_row_host(int type, const void *row, int64_t k, const float *x, int64_t n, float *out) {
+    (void)type, (void)row, (void)k, (void)x, (void)n, (void)out;
+    return -2;
+}
+
 void mtplx_cuda_forget_params(mtplx_backend *be) { (void)be; }
 size_t mtplx_cuda_param_bytes(const mtplx_backend *be) { (void)be; return 0; }
 void mtplx_cuda_synchronize(mtplx_backend *be) { (void)be; }
