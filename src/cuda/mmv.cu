@@ -374,7 +374,7 @@ __global__ void __launch_bounds__(MMV_WARPS * 32)
  * ~200). */
 template <int T, int R, int NR> cudaError_t launch_r(cudaStream_t st, const mtplx_cuda_mmv_job *job,
                                                      int64_t rows, int64_t k, const float *x, int64_t n) {
-    constexpr int U = traits<T>::E >= 32 ? (NR >= 16 ? 1 : 2) : (NR >= 8 ? 2 : 4);
+    constexpr int U = NR >= 16 ? (traits<T>::E >= 16 ? 1 : 2) : traits<T>::E >= 32 || NR >= 8 ? 2 : 4;
     int64_t per_block = (int64_t)MMV_WARPS * (job->mode == MTPLX_MMV_SWIGLU ? R / 2 : R);
     dim3 grid((unsigned)((rows + per_block - 1) / per_block), (unsigned)((n + NR - 1) / NR));
     mmv_kernel<T, R, NR, U><<<grid, MMV_WARPS * 32, 0, st>>>(*job, k, x, n);
