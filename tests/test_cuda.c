@@ -172,7 +172,8 @@ static uint8_t *rand_weight(int type, int64_t m, int64_t k) {
     uint8_t *W = malloc(rs * (size_t)m);
     float *wf = rand_vec(k, 1.0f);
     for (int64_t r = 0; r < m; r++) {
-        for (int64_t j = 0; j < k; j++) wf[j] = grand();
+        for (int64_t j = 0; j < k; j++)
+            wf[j] = grand();
         mtplx_quantize_row(type, wf, W + (size_t)r * rs, k);
     }
     free(wf);
@@ -210,11 +211,14 @@ static void test_fused_case(int type, int64_t k, int64_t n) {
     const mtplx_weight *wp[3] = {&w[0], &w[1], &w[2]};
     const float *bs[3] = {NULL, bias, NULL};
     bool took = gpu->matmul_multi && gpu->matmul_multi(gpu, 3, wp, bs, xd, n, ya);
-    for (int j = 0; j < 3; j++) gpu->matmul(gpu, wp[j], bs[j], xd, n, yb[j]);
+    for (int j = 0; j < 3; j++)
+        gpu->matmul(gpu, wp[j], bs[j], xd, n, yb[j]);
     bool same = took;
-    for (int j = 0; j < 3; j++) same = same && same_dev(ya[j], yb[j], n * ms[j]);
-    report(same, "matmul_multi %-4s k=%-5lld n=%-2lld (3 weights, a bias) == 3 matmuls, bit for bit%s", tn,
-           (long long)k, (long long)n, took ? "" : " (not taken)");
+    for (int j = 0; j < 3; j++)
+        same = same && same_dev(ya[j], yb[j], n * ms[j]);
+    report(same,
+           "matmul_multi %-4s k=%-5lld n=%-2lld (3 weights, a bias) == 3 matmuls, bit for bit%s",
+           tn, (long long)k, (long long)n, took ? "" : " (not taken)");
     /* gate / up: w[0] with w[2]'s first 96 rows? shapes must match: w[0] twice
      * would hide a mix-up, so a second 96-row weight */
     uint8_t *W3 = rand_weight(type, ms[0], k);
@@ -235,7 +239,8 @@ static void test_fused_case(int type, int64_t k, int64_t n) {
     gpu->matmul(gpu, &w[1], NULL, xd, n, h2);
     gpu->add(gpu, yb[1], h2, n * ms[1]);
     report(took && same_dev(ya[1], yb[1], n * ms[1]),
-           "matmul_add %-4s k=%-5lld n=%-2lld == matmul, add, bit for bit", tn, (long long)k, (long long)n);
+           "matmul_add %-4s k=%-5lld n=%-2lld == matmul, add, bit for bit", tn, (long long)k,
+           (long long)n);
     /* each row alone */
     gpu->matmul(gpu, &w[1], bias, xd, n, ya[1]);
     bool rows_same = true;
@@ -243,10 +248,12 @@ static void test_fused_case(int type, int64_t k, int64_t n) {
         gpu->matmul(gpu, &w[1], bias, xd + i * k, 1, yb[1]);
         rows_same = rows_same && same_dev(ya[1] + i * ms[1], yb[1], ms[1]);
     }
-    report(rows_same, "matmul %-4s k=%-5lld n=%-2lld: every row equals it computed alone, bit for bit", tn,
+    report(rows_same,
+           "matmul %-4s k=%-5lld n=%-2lld: every row equals it computed alone, bit for bit", tn,
            (long long)k, (long long)n);
     mtplx_cuda_synchronize(gpu);
-    for (int j = 0; j < 3; j++) gpu->buf_free(gpu, ya[j]), gpu->buf_free(gpu, yb[j]), free(W[j]);
+    for (int j = 0; j < 3; j++)
+        gpu->buf_free(gpu, ya[j]), gpu->buf_free(gpu, yb[j]), free(W[j]);
     gpu->buf_free(gpu, h2);
     gpu->buf_free(gpu, xd);
     mtplx_cuda_forget_params(gpu);
@@ -276,7 +283,8 @@ static void test_qk_prep_case(int kv_type, bool norms) {
     float *q = rand_vec(n * qd, 1.0f), *k = rand_vec(n * kvd, 1.0f), *v = rand_vec(n * kvd, 1.0f);
     float *qn = norms ? rand_vec(hd, 1.0f) : NULL, *kn = norms ? rand_vec(hd, 1.0f) : NULL;
     float *freq = malloc((size_t)(hd / 2) * sizeof(float));
-    for (int i = 0; i < hd / 2; i++) freq[i] = powf(1e6f, -2.0f * (float)i / (float)hd);
+    for (int i = 0; i < hd / 2; i++)
+        freq[i] = powf(1e6f, -2.0f * (float)i / (float)hd);
     size_t cb = (size_t)ctx * mtplx_row_size(kv_type, kvd);
     float *qa = to_dev(q, (size_t)(n * qd) * 4), *qb = to_dev(q, (size_t)(n * qd) * 4);
     float *ka = to_dev(k, (size_t)(n * kvd) * 4), *kb = to_dev(k, (size_t)(n * kvd) * 4);
@@ -284,8 +292,8 @@ static void test_qk_prep_case(int kv_type, bool norms) {
     void *kca = gpu->buf_alloc(gpu, cb), *kcb = gpu->buf_alloc(gpu, cb);
     void *vca = gpu->buf_alloc(gpu, cb), *vcb = gpu->buf_alloc(gpu, cb);
     bool took = gpu->qk_norm_rope_store &&
-                gpu->qk_norm_rope_store(gpu, qa, ka, vd, n, nh, nkv, hd, qn, kn, 1e-6f, pos0, freq, true,
-                                        kv_type, kca, vca);
+                gpu->qk_norm_rope_store(gpu, qa, ka, vd, n, nh, nkv, hd, qn, kn, 1e-6f, pos0, freq,
+                                        true, kv_type, kca, vca);
     if (qn) gpu->rmsnorm(gpu, qb, qn, qb, n * nh, hd, 1e-6f);
     if (kn) gpu->rmsnorm(gpu, kb, kn, kb, n * nkv, hd, 1e-6f);
     gpu->rope(gpu, qb, n, nh, hd, pos0, freq, true);
@@ -309,9 +317,11 @@ static void test_qk_prep_case(int kv_type, bool norms) {
         mtplx_dequantize_row(kv_type, hc[i + 1], fb, (int64_t)cf);
         e = fmax(e, rel_err(fa, fb, (int64_t)cf, 1.0));
     }
-    report(took && e <= 1e-6, "qk_norm_rope_store %s cache%s == rmsnorm x2, rope x2, kv_store x2  %.2e (tol 1e-6)",
+    report(took && e <= 1e-6,
+           "qk_norm_rope_store %s cache%s == rmsnorm x2, rope x2, kv_store x2  %.2e (tol 1e-6)",
            kv_type == MTPLX_TYPE_F16 ? "F16" : "F32", norms ? ", q/k norms" : "", e);
-    for (int i = 0; i < 4; i++) free(h[i]), free(hc[i]), gpu->buf_free(gpu, dc[i]);
+    for (int i = 0; i < 4; i++)
+        free(h[i]), free(hc[i]), gpu->buf_free(gpu, dc[i]);
     gpu->buf_free(gpu, qa), gpu->buf_free(gpu, qb), gpu->buf_free(gpu, ka), gpu->buf_free(gpu, kb);
     gpu->buf_free(gpu, vd);
     mtplx_cuda_forget_params(gpu);
@@ -699,15 +709,17 @@ static bool test_deq_host(void) {
         /* the kernel's sums (scales applied per sub-block for Q8_0 / Q4_K)
          * against the exact products, for 1 and 5 rows of x */
         for (int64_t n = 1; n <= 5; n += 4) {
-            float *xs = rand_vec(n * k, 1.0f), dot[5], exact[5];
+            float *xs = rand_vec(n * k, 1.0f), dot[5] = {0}, exact[5] = {0};
             for (int64_t i = 0; i < n; i++) {
                 double acc = 0;
-                for (int64_t j = 0; j < k; j++) acc += (double)ref[j] * xs[i * k + j];
+                for (int64_t j = 0; j < k; j++)
+                    acc += (double)ref[j] * xs[i * k + j];
                 exact[i] = (float)acc;
             }
             rc = mtplx_cuda_mmv_row_host(mtypes[t], row, k, xs, n, dot);
             e = rc ? INFINITY : rel_err(dot, exact, n, 1e-3);
-            report(e <= TOL_MM_EXACT, "mmv row sums %-4s n=%lld (device code on the host)  %.2e (tol %.0e)",
+            report(e <= TOL_MM_EXACT,
+                   "mmv row sums %-4s n=%lld (device code on the host)  %.2e (tol %.0e)",
                    mtplx_type_info(mtypes[t])->name, (long long)n, e, TOL_MM_EXACT);
             free(xs);
         }

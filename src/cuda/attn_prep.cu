@@ -27,7 +27,8 @@ namespace {
 
 __device__ __forceinline__ float warp_add(float v) {
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
     return v;
 }
 
@@ -35,7 +36,8 @@ __device__ __forceinline__ float warp_add(float v) {
 __device__ void head_rmsnorm(float *x, const float *__restrict__ w, int d, float eps) {
     __shared__ float part[32];
     float ss = 0.f;
-    for (int i = threadIdx.x; i < d; i += blockDim.x) ss += x[i] * x[i];
+    for (int i = threadIdx.x; i < d; i += blockDim.x)
+        ss += x[i] * x[i];
     ss = warp_add(ss);
     if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
     __syncthreads();
@@ -46,15 +48,17 @@ __device__ void head_rmsnorm(float *x, const float *__restrict__ w, int d, float
     }
     __syncthreads();
     float scale = 1.0f / sqrtf(part[0] / (float)d + eps);
-    for (int i = threadIdx.x; i < d; i += blockDim.x) x[i] = x[i] * scale * w[i];
+    for (int i = threadIdx.x; i < d; i += blockDim.x)
+        x[i] = x[i] * scale * w[i];
     __syncthreads();
 }
 
 template <bool F16>
-__global__ void qk_prep_kernel(float *q, float *k, const float *v, int n_head, int n_head_kv, int hd,
-                               const float *__restrict__ qn, const float *__restrict__ kn, float eps,
-                               int64_t pos0, const float *__restrict__ inv_freq, bool neox, void *kc,
-                               void *vc, const mtplx_cuda_step *__restrict__ dyn) {
+__global__ void qk_prep_kernel(float *q, float *k, const float *v, int n_head, int n_head_kv,
+                               int hd, const float *__restrict__ qn, const float *__restrict__ kn,
+                               float eps, int64_t pos0, const float *__restrict__ inv_freq,
+                               bool neox, void *kc, void *vc,
+                               const mtplx_cuda_step *__restrict__ dyn) {
     const int h = blockIdx.x;
     const int64_t t = blockIdx.y, kvd = (int64_t)n_head_kv * hd;
     const int64_t pos = pos0 + (dyn ? dyn->pos0 : 0);
@@ -74,8 +78,10 @@ __global__ void qk_prep_kernel(float *q, float *k, const float *v, int n_head, i
         const float *src = v + t * kvd + (int64_t)hv * hd;
         at = (pos + t) * kvd + (int64_t)hv * hd;
         for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-            if (F16) ((__half *)vc)[at + i] = __float2half_rn(src[i]);
-            else ((float *)vc)[at + i] = src[i];
+            if (F16)
+                ((__half *)vc)[at + i] = __float2half_rn(src[i]);
+            else
+                ((float *)vc)[at + i] = src[i];
         }
         return;
     }
@@ -93,19 +99,19 @@ __global__ void qk_prep_kernel(float *q, float *k, const float *v, int n_head, i
     if (!cache) return;
     __syncthreads();
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-        if (F16) ((__half *)cache)[at + i] = __float2half_rn(x[i]);
-        else ((float *)cache)[at + i] = x[i];
+        if (F16)
+            ((__half *)cache)[at + i] = __float2half_rn(x[i]);
+        else
+            ((float *)cache)[at + i] = x[i];
     }
 }
 
 } // namespace
 
-extern "C" cudaError_t mtplx_cuda_qk_norm_rope_store(cudaStream_t s, float *q, float *k, const float *v,
-                                                     int64_t n, int n_head, int n_head_kv, int head_dim,
-                                                     const float *q_norm, const float *k_norm, float eps,
-                                                     int64_t pos0, const float *inv_freq, bool neox,
-                                                     int kv_type, void *kc, void *vc,
-                                                     const mtplx_cuda_step *dyn) {
+extern "C" cudaError_t mtplx_cuda_qk_norm_rope_store(
+    cudaStream_t s, float *q, float *k, const float *v, int64_t n, int n_head, int n_head_kv,
+    int head_dim, const float *q_norm, const float *k_norm, float eps, int64_t pos0,
+    const float *inv_freq, bool neox, int kv_type, void *kc, void *vc, const mtplx_cuda_step *dyn) {
     if (n <= 0) return cudaSuccess;
     if (head_dim % 2 || n > 65535 || (kv_type != MTPLX_TYPE_F16 && kv_type != MTPLX_TYPE_F32))
         return cudaErrorInvalidValue;
@@ -113,10 +119,12 @@ extern "C" cudaError_t mtplx_cuda_qk_norm_rope_store(cudaStream_t s, float *q, f
     int threads = head_dim >= 1024 ? 1024 : head_dim >= 256 ? 256 : 64;
     dim3 grid((unsigned)(n_head + 2 * n_head_kv), (unsigned)n);
     if (kv_type == MTPLX_TYPE_F16)
-        qk_prep_kernel<true><<<grid, threads, 0, s>>>(q, k, v, n_head, n_head_kv, head_dim, q_norm, k_norm,
-                                                      eps, pos0, inv_freq, neox, kc, vc, dyn);
+        qk_prep_kernel<true><<<grid, threads, 0, s>>>(q, k, v, n_head, n_head_kv, head_dim, q_norm,
+                                                      k_norm, eps, pos0, inv_freq, neox, kc, vc,
+                                                      dyn);
     else
         qk_prep_kernel<false><<<grid, threads, 0, s>>>(q, k, v, n_head, n_head_kv, head_dim, q_norm,
-                                                       k_norm, eps, pos0, inv_freq, neox, kc, vc, dyn);
+                                                       k_norm, eps, pos0, inv_freq, neox, kc, vc,
+                                                       dyn);
     return cudaGetLastError();
 }

@@ -85,8 +85,8 @@ typedef struct {
     int device;
     cudaStream_t stream;
     cudaStream_t side; /* uploads that must not land in a capture */
-    param_map params; /* weights as the host has them */
-    param_map packed; /* Q8_0 weights in the mmv layout (a tied embedding has both) */
+    param_map params;  /* weights as the host has them */
+    param_map packed;  /* Q8_0 weights in the mmv layout (a tied embedding has both) */
     size_t param_bytes; /* bytes uploaded so far */
     /* the small-n GEMV (mmv.cu) for n <= 16 rows, and the fused ops built on
      * it; off: kernels.cu's mm_kernel and the plain ops (MTPLX_CUDA_MMV=0,
@@ -140,7 +140,8 @@ static void map_put(param_map *pm, const void *host, void *dev, size_t bytes) {
         pm->cap = ncap;
     }
     size_t j = slot_of(host, pm->cap);
-    while (pm->slot[j].host && pm->slot[j].host != host) j = (j + 1) & (pm->cap - 1);
+    while (pm->slot[j].host && pm->slot[j].host != host)
+        j = (j + 1) & (pm->cap - 1);
     if (!pm->slot[j].host) pm->used++;
     pm->slot[j] = (param_slot){host, dev, bytes};
 }
@@ -312,8 +313,9 @@ static bool cu_matmul_add(mtplx_backend *be, const mtplx_weight *w, const float 
 
 static bool cu_qk_norm_rope_store(mtplx_backend *be, float *q, float *k, const float *v, int64_t n,
                                   int n_head, int n_head_kv, int head_dim, const float *q_norm,
-                                  const float *k_norm, float eps, int64_t pos0, const float *inv_freq,
-                                  bool neox, int kv_type, void *kc, void *vc) {
+                                  const float *k_norm, float eps, int64_t pos0,
+                                  const float *inv_freq, bool neox, int kv_type, void *kc,
+                                  void *vc) {
     cuda_backend *c = (cuda_backend *)be;
     if (!c->fuse || head_dim % 2 || n > 65535 ||
         (kv_type != MTPLX_TYPE_F16 && kv_type != MTPLX_TYPE_F32))
@@ -322,8 +324,8 @@ static bool cu_qk_norm_rope_store(mtplx_backend *be, float *q, float *k, const f
     const float *qn = param(c, q_norm, hb), *kn = param(c, k_norm, hb);
     const float *f = param(c, inv_freq, hb / 2);
     const mtplx_cuda_step *dyn = step_pos(c, &pos0);
-    CK(mtplx_cuda_qk_norm_rope_store(c->stream, q, k, v, n, n_head, n_head_kv, head_dim, qn, kn, eps,
-                                     pos0, f, neox, kv_type, kc, vc, dyn),
+    CK(mtplx_cuda_qk_norm_rope_store(c->stream, q, k, v, n, n_head, n_head_kv, head_dim, qn, kn,
+                                     eps, pos0, f, neox, kv_type, kc, vc, dyn),
        "qk_norm_rope_store");
     return true;
 }
@@ -588,8 +590,8 @@ static void cu_free(mtplx_backend *be) {
               "cuda: %.1f MB of weights; CUDA graphs %s: %lld captured, %lld forwards replayed, "
               "%lld plain, %lld failed captures; mmv %s, fusions %s",
               (double)c->param_bytes / 1e6, c->graphs ? "on" : "off", (long long)c->gstats.captured,
-              (long long)c->gstats.replayed, (long long)c->gstats.plain, (long long)c->gstats.failed,
-              c->mmv ? "on" : "off", c->fuse ? "on" : "off");
+              (long long)c->gstats.replayed, (long long)c->gstats.plain,
+              (long long)c->gstats.failed, c->mmv ? "on" : "off", c->fuse ? "on" : "off");
     mtplx_cuda_forget_params(be);
     cudaFree(c->dstep);
     cudaFree(c->picks);

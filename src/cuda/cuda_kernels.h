@@ -60,11 +60,11 @@ enum {
     MTPLX_MMV_SWIGLU = 2, /* y_0[i][r] = silu(x_i . W_0[r]) * (x_i . W_1[r]); m[0] == m[1] */
 };
 typedef struct mtplx_cuda_mmv_job {
-    int nseg;               /* 1..3 weights (SWIGLU: 2) */
-    int mode;               /* MTPLX_MMV_* */
-    const void *w[3];       /* device weights [m[s]][k] */
-    const float *bias[3];   /* [m[s]] or NULL (STORE only) */
-    float *y[3];            /* [n][m[s]] (SWIGLU: y[0] only) */
+    int nseg;             /* 1..3 weights (SWIGLU: 2) */
+    int mode;             /* MTPLX_MMV_* */
+    const void *w[3];     /* device weights [m[s]][k] */
+    const float *bias[3]; /* [m[s]] or NULL (STORE only) */
+    float *y[3];          /* [n][m[s]] (SWIGLU: y[0] only) */
     int64_t m[3];
 } mtplx_cuda_mmv_job;
 /* Whether the mmv kernel takes this type, k and x (alignment); if not, use
@@ -77,7 +77,8 @@ cudaError_t mtplx_cuda_mmv(cudaStream_t s, int type, const mtplx_cuda_mmv_job *j
  * mtplx_cuda_q8_0_packed_row(k) bytes (16-byte aligned rows; a prefix of
  * the rows is itself a valid weight, as the MTP head's vocabulary cut needs). */
 size_t mtplx_cuda_q8_0_packed_row(int64_t k);
-cudaError_t mtplx_cuda_repack_q8_0(cudaStream_t s, const void *raw, void *out, int64_t m, int64_t k);
+cudaError_t mtplx_cuda_repack_q8_0(cudaStream_t s, const void *raw, void *out, int64_t m,
+                                   int64_t k);
 
 /* attn_prep.cu: for n rows of one sequence, q and k heads RMS-normed by
  * q_norm / k_norm [head_dim] (each may be NULL: none), RoPE at positions

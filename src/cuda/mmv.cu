@@ -64,7 +64,9 @@ template <typename V> HD V ld_ro(const V *p) {
     return *p;
 #endif
 }
-HD float half_f(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)(h & 0xFFFF))); }
+HD float half_f(uint32_t h) {
+    return __half2float(__ushort_as_half((unsigned short)(h & 0xFFFF)));
+}
 
 /* 2^23 + byte j of t, as a float: exactly representable, and subtracting
  * 2^23 afterwards gives the byte's value. */
@@ -77,7 +79,9 @@ HD float magic_byte(uint32_t t, int j) {
 }
 constexpr float TWO23 = 8388608.0f;
 
-HD uint32_t word(const uint4 &q, int i) { return i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w; }
+HD uint32_t word(const uint4 &q, int i) {
+    return i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w;
+}
 
 /* One 16-byte unit of a weight row and what scales it: h is Q4_K's block
  * header (d, dmin, 12 scale bytes) or Q8_0's f16 scale in h.x. */
@@ -120,8 +124,10 @@ template <int T> HD void load_unit(const uint8_t *row, const uint8_t *aux, int64
  * low nibbles its elements 16 (u&1) + [0,16), high nibbles 32 more. */
 template <int T> HD int64_t elem_of(int64_t u, int g) {
     if constexpr (T == MTPLX_TYPE_Q4_K)
-        return (u >> 3) * QK_K + 64 * ((u & 7) >> 1) + 16 * (u & 1) + (g >= 4 ? 32 : 0) + 4 * (g & 3);
-    else return u * traits<T>::E + 4 * g;
+        return (u >> 3) * QK_K + 64 * ((u & 7) >> 1) + 16 * (u & 1) + (g >= 4 ? 32 : 0) +
+               4 * (g & 3);
+    else
+        return u * traits<T>::E + 4 * g;
 }
 
 /* Per-unit scales: Q8_0 {d}; Q4_K {d*sc, dmin*m} of the low-nibble
@@ -155,7 +161,8 @@ template <int T> HD void unit_scales(const unit &t, int64_t u, float sc[4]) {
 template <int T> HD void deq4(const unit &t, const float sc[4], int g, float w[4]) {
     if constexpr (T == MTPLX_TYPE_F32) {
 #pragma unroll
-        for (int j = 0; j < 4; j++) w[j] = bits_f(word(t.q, j));
+        for (int j = 0; j < 4; j++)
+            w[j] = bits_f(word(t.q, j));
     } else if constexpr (T == MTPLX_TYPE_BF16) {
         uint32_t a = word(t.q, 2 * g), b = word(t.q, 2 * g + 1);
         w[0] = bits_f(a << 16), w[1] = bits_f(a & 0xFFFF0000u);
@@ -166,12 +173,14 @@ template <int T> HD void deq4(const unit &t, const float sc[4], int g, float w[4
     } else if constexpr (T == MTPLX_TYPE_Q8_0) {
         uint32_t v = word(t.q, g) ^ 0x80808080u; /* int8 + 128 in each byte */
 #pragma unroll
-        for (int j = 0; j < 4; j++) w[j] = sc[0] * (magic_byte(v, j) - (TWO23 + 128.0f));
+        for (int j = 0; j < 4; j++)
+            w[j] = sc[0] * (magic_byte(v, j) - (TWO23 + 128.0f));
     } else {
         uint32_t v = (word(t.q, g & 3) >> (g >= 4 ? 4 : 0)) & 0x0F0F0F0Fu;
         float d = sc[g >= 4 ? 2 : 0], m = sc[g >= 4 ? 3 : 1];
 #pragma unroll
-        for (int j = 0; j < 4; j++) w[j] = fmaf(d, magic_byte(v, j) - TWO23, -m);
+        for (int j = 0; j < 4; j++)
+            w[j] = fmaf(d, magic_byte(v, j) - TWO23, -m);
     }
 }
 
@@ -181,11 +190,13 @@ template <int T> HD void quant4(const unit &t, int g, float q[4]) {
     if constexpr (T == MTPLX_TYPE_Q8_0) {
         uint32_t v = word(t.q, g) ^ 0x80808080u; /* int8 + 128 in each byte */
 #pragma unroll
-        for (int j = 0; j < 4; j++) q[j] = magic_byte(v, j) - (TWO23 + 128.0f);
+        for (int j = 0; j < 4; j++)
+            q[j] = magic_byte(v, j) - (TWO23 + 128.0f);
     } else {
         uint32_t v = (word(t.q, g & 3) >> (g >= 4 ? 4 : 0)) & 0x0F0F0F0Fu;
 #pragma unroll
-        for (int j = 0; j < 4; j++) q[j] = magic_byte(v, j) - TWO23;
+        for (int j = 0; j < 4; j++)
+            q[j] = magic_byte(v, j) - TWO23;
     }
 }
 
@@ -205,7 +216,8 @@ HD void dot_unit(const unit (&t)[R], int64_t u, const float *xb, int64_t k, int 
     constexpr int E = traits<T>::E;
     float sc[R][4];
 #pragma unroll
-    for (int s = 0; s < R; s++) unit_scales<T>(t[s], u, sc[s]);
+    for (int s = 0; s < R; s++)
+        unit_scales<T>(t[s], u, sc[s]);
     if constexpr (T == MTPLX_TYPE_Q8_0 || T == MTPLX_TYPE_Q4_K) {
 #pragma unroll
         for (int run = 0; run < E / 16; run++) { /* Q8_0: 1 run of 16; Q4_K: low, high */
@@ -214,21 +226,25 @@ HD void dot_unit(const unit (&t)[R], int64_t u, const float *xb, int64_t k, int 
             for (int i = 0; i < NR; i++) {
                 sx[i] = 0.f;
 #pragma unroll
-                for (int s = 0; s < R; s++) sq[s][i] = 0.f;
+                for (int s = 0; s < R; s++)
+                    sq[s][i] = 0.f;
             }
 #pragma unroll
             for (int g = 4 * run; g < 4 * run + 4; g++) {
                 float q[R][4];
 #pragma unroll
-                for (int s = 0; s < R; s++) quant4<T>(t[s], g, q[s]);
+                for (int s = 0; s < R; s++)
+                    quant4<T>(t[s], g, q[s]);
                 const float *xg = xb + elem_of<T>(u, g);
 #pragma unroll
                 for (int i = 0; i < NR; i++) {
                     if (i < nr) {
                         float4 a = ld_ro((const float4 *)(xg + i * k));
-                        if constexpr (T == MTPLX_TYPE_Q4_K) sx[i] = (((sx[i] + a.x) + a.y) + a.z) + a.w;
+                        if constexpr (T == MTPLX_TYPE_Q4_K)
+                            sx[i] = (((sx[i] + a.x) + a.y) + a.z) + a.w;
 #pragma unroll
-                        for (int s = 0; s < R; s++) sq[s][i] = dot4_acc(q[s], a, sq[s][i]);
+                        for (int s = 0; s < R; s++)
+                            sq[s][i] = dot4_acc(q[s], a, sq[s][i]);
                     }
                 }
             }
@@ -236,8 +252,10 @@ HD void dot_unit(const unit (&t)[R], int64_t u, const float *xb, int64_t k, int 
             for (int s = 0; s < R; s++)
 #pragma unroll
                 for (int i = 0; i < NR; i++) {
-                    if constexpr (T == MTPLX_TYPE_Q8_0) acc[s][i] = fmaf(sc[s][0], sq[s][i], acc[s][i]);
-                    else acc[s][i] += fmaf(sc[s][2 * run], sq[s][i], -(sc[s][2 * run + 1] * sx[i]));
+                    if constexpr (T == MTPLX_TYPE_Q8_0)
+                        acc[s][i] = fmaf(sc[s][0], sq[s][i], acc[s][i]);
+                    else
+                        acc[s][i] += fmaf(sc[s][2 * run], sq[s][i], -(sc[s][2 * run + 1] * sx[i]));
                 }
         }
     } else {
@@ -245,14 +263,16 @@ HD void dot_unit(const unit (&t)[R], int64_t u, const float *xb, int64_t k, int 
         for (int g = 0; g < E / 4; g++) {
             float w[R][4];
 #pragma unroll
-            for (int s = 0; s < R; s++) deq4<T>(t[s], sc[s], g, w[s]);
+            for (int s = 0; s < R; s++)
+                deq4<T>(t[s], sc[s], g, w[s]);
             const float *xg = xb + elem_of<T>(u, g);
 #pragma unroll
             for (int i = 0; i < NR; i++) {
                 if (i < nr) {
                     float4 a = ld_ro((const float4 *)(xg + i * k));
 #pragma unroll
-                    for (int s = 0; s < R; s++) acc[s][i] = dot4_acc(w[s], a, acc[s][i]);
+                    for (int s = 0; s < R; s++)
+                        acc[s][i] = dot4_acc(w[s], a, acc[s][i]);
                 }
             }
         }
@@ -261,7 +281,8 @@ HD void dot_unit(const unit (&t)[R], int64_t u, const float *xb, int64_t k, int 
 
 __device__ __forceinline__ float warp_total(float v) {
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
     return v;
 }
 
@@ -318,7 +339,8 @@ __global__ void __launch_bounds__(MMV_WARPS * 32)
 #pragma unroll
     for (int s = 0; s < R; s++)
 #pragma unroll
-        for (int i = 0; i < NR; i++) acc[s][i] = 0.f;
+        for (int i = 0; i < NR; i++)
+            acc[s][i] = 0.f;
     const float *xb = x + i0 * k;
     const int64_t nu = k / E;
     for (int64_t u0 = lane; u0 < nu; u0 += 32 * U) {
@@ -328,7 +350,8 @@ __global__ void __launch_bounds__(MMV_WARPS * 32)
             int64_t u = u0 + 32 * j;
             if (u < nu) {
 #pragma unroll
-                for (int s = 0; s < R; s++) load_unit<T>(wp[s], ap[s], u, t[j][s]);
+                for (int s = 0; s < R; s++)
+                    load_unit<T>(wp[s], ap[s], u, t[j][s]);
             }
         }
 #pragma unroll
@@ -341,11 +364,12 @@ __global__ void __launch_bounds__(MMV_WARPS * 32)
 #pragma unroll
     for (int s = 0; s < R; s++)
 #pragma unroll
-        for (int i = 0; i < NR; i++) acc[s][i] = i < nr ? warp_total(acc[s][i]) : 0.f;
+        for (int i = 0; i < NR; i++)
+            acc[s][i] = i < nr ? warp_total(acc[s][i]) : 0.f;
 
-    /* every lane holds every sum: lane (s * NR + i) % 32 writes (s, i). The
-     * "+ 0" terms keep the fused results equal to matmul (+ no bias) then
-     * add / silu_mul, down to the sign of a zero. */
+            /* every lane holds every sum: lane (s * NR + i) % 32 writes (s, i). The
+             * "+ 0" terms keep the fused results equal to matmul (+ no bias) then
+             * add / silu_mul, down to the sign of a zero. */
 #pragma unroll
     for (int s = 0; s < R; s++) {
         if (!live[s] || (swiglu && s >= R / 2)) continue;
@@ -372,9 +396,12 @@ __global__ void __launch_bounds__(MMV_WARPS * 32)
 /* U: units in flight per row and lane, so about 64-128 bytes per lane are
  * loading, fewer at large NR where registers run short (ptxas -v: up to
  * ~200). */
-template <int T, int R, int NR> cudaError_t launch_r(cudaStream_t st, const mtplx_cuda_mmv_job *job,
-                                                     int64_t rows, int64_t k, const float *x, int64_t n) {
-    constexpr int U = NR >= 16 ? (traits<T>::E >= 16 ? 1 : 2) : traits<T>::E >= 32 || NR >= 8 ? 2 : 4;
+template <int T, int R, int NR>
+cudaError_t launch_r(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t rows, int64_t k,
+                     const float *x, int64_t n) {
+    constexpr int U = NR >= 16                        ? (traits<T>::E >= 16 ? 1 : 2)
+                      : traits<T>::E >= 32 || NR >= 8 ? 2
+                                                      : 4;
     int64_t per_block = (int64_t)MMV_WARPS * (job->mode == MTPLX_MMV_SWIGLU ? R / 2 : R);
     dim3 grid((unsigned)((rows + per_block - 1) / per_block), (unsigned)((n + NR - 1) / NR));
     mmv_kernel<T, R, NR, U><<<grid, MMV_WARPS * 32, 0, st>>>(*job, k, x, n);
@@ -385,8 +412,9 @@ template <int T, int R, int NR> cudaError_t launch_r(cudaStream_t st, const mtpl
  * fill the GPU in blocks of 16 (x reuse matters most, registers are
  * plenty), else 2 (more blocks; and the accumulators R * NR grow with NR).
  * R changes speed only, never a result. */
-template <int T, int NR> cudaError_t launch_nr(cudaStream_t st, const mtplx_cuda_mmv_job *job,
-                                               int64_t k, const float *x, int64_t n) {
+template <int T, int NR>
+cudaError_t launch_nr(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t k, const float *x,
+                      int64_t n) {
     bool swiglu = job->mode == MTPLX_MMV_SWIGLU;
     int64_t rows = swiglu ? job->m[0] : job->m[0] + job->m[1] + job->m[2];
     if constexpr (NR <= 2)
@@ -394,8 +422,9 @@ template <int T, int NR> cudaError_t launch_nr(cudaStream_t st, const mtplx_cuda
     return launch_r<T, 2, NR>(st, job, rows, k, x, n);
 }
 
-template <int T> cudaError_t launch_type(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t k,
-                                         const float *x, int64_t n) {
+template <int T>
+cudaError_t launch_type(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t k, const float *x,
+                        int64_t n) {
     if (n <= 1) return launch_nr<T, 1>(st, job, k, x, n);
     if (n <= 2) return launch_nr<T, 2>(st, job, k, x, n);
     if (n <= 4) return launch_nr<T, 4>(st, job, k, x, n);
@@ -421,7 +450,8 @@ HD void repack_block(const uint8_t *raw, uint8_t *out, int64_t k, int64_t b) {
     const uint8_t *src = raw + b * (int64_t)sizeof(block_q8_0);
     uint8_t *q = out + r * row_bytes(MTPLX_TYPE_Q8_0, k);
     q[k + 2 * j] = src[0], q[k + 2 * j + 1] = src[1];
-    for (int i = 0; i < QK8_0; i++) q[j * QK8_0 + i] = src[2 + i];
+    for (int i = 0; i < QK8_0; i++)
+        q[j * QK8_0 + i] = src[2 + i];
 }
 
 __global__ void repack_q8_0_kernel(const uint8_t *__restrict__ raw, uint8_t *__restrict__ out,
@@ -436,14 +466,16 @@ template <int T> void deq_row_host(const uint8_t *row, const uint8_t *aux, int64
         float sc[4] = {0, 0, 0, 0};
         load_unit<T>(row, aux, u, t);
         unit_scales<T>(t, u, sc);
-        for (int g = 0; g < traits<T>::E / 4; g++) deq4<T>(t, sc, g, out + elem_of<T>(u, g));
+        for (int g = 0; g < traits<T>::E / 4; g++)
+            deq4<T>(t, sc, g, out + elem_of<T>(u, g));
     }
 }
 
 /* The kernel's arithmetic for one weight row against n <= 16 x rows, on
  * the host: 32 lanes' partial sums, then the warp's butterfly. */
-template <int T> void row_host(const uint8_t *row, const uint8_t *aux, int64_t k, const float *x, int nr,
-                               float *out) {
+template <int T>
+void row_host(const uint8_t *row, const uint8_t *aux, int64_t k, const float *x, int nr,
+              float *out) {
     float lanes[32][MTPLX_CUDA_MMV_ROWS];
     for (int l = 0; l < 32; l++) {
         float acc[1][MTPLX_CUDA_MMV_ROWS] = {};
@@ -457,17 +489,21 @@ template <int T> void row_host(const uint8_t *row, const uint8_t *aux, int64_t k
     for (int o = 16; o > 0; o >>= 1) { /* v += shfl_xor(v, o), all lanes at once */
         float nx[32][MTPLX_CUDA_MMV_ROWS];
         for (int l = 0; l < 32; l++)
-            for (int i = 0; i < MTPLX_CUDA_MMV_ROWS; i++) nx[l][i] = lanes[l][i] + lanes[l ^ o][i];
+            for (int i = 0; i < MTPLX_CUDA_MMV_ROWS; i++)
+                nx[l][i] = lanes[l][i] + lanes[l ^ o][i];
         memcpy(lanes, nx, sizeof lanes);
     }
-    for (int i = 0; i < nr; i++) out[i] = lanes[0][i];
+    for (int i = 0; i < nr; i++)
+        out[i] = lanes[0][i];
 }
 
 } // namespace
 
 extern "C" {
 
-size_t mtplx_cuda_q8_0_packed_row(int64_t k) { return (size_t)row_bytes(MTPLX_TYPE_Q8_0, k); }
+size_t mtplx_cuda_q8_0_packed_row(int64_t k) {
+    return (size_t)row_bytes(MTPLX_TYPE_Q8_0, k);
+}
 
 bool mtplx_cuda_mmv_ok(int type, int64_t k, const float *x, int64_t n) {
     int e = unit_elems(type);
@@ -481,7 +517,8 @@ cudaError_t mtplx_cuda_mmv(cudaStream_t s, int type, const mtplx_cuda_mmv_job *j
         (job->mode == MTPLX_MMV_SWIGLU && (job->nseg != 2 || job->m[0] != job->m[1])))
         return cudaErrorInvalidValue;
     mtplx_cuda_mmv_job j = *job;
-    for (int i = j.nseg; i < 3; i++) j.m[i] = 0, j.w[i] = NULL, j.bias[i] = NULL, j.y[i] = NULL;
+    for (int i = j.nseg; i < 3; i++)
+        j.m[i] = 0, j.w[i] = NULL, j.bias[i] = NULL, j.y[i] = NULL;
     switch (type) {
     case MTPLX_TYPE_F32: return launch_type<MTPLX_TYPE_F32>(s, &j, k, x, n);
     case MTPLX_TYPE_F16: return launch_type<MTPLX_TYPE_F16>(s, &j, k, x, n);
@@ -492,7 +529,8 @@ cudaError_t mtplx_cuda_mmv(cudaStream_t s, int type, const mtplx_cuda_mmv_job *j
     }
 }
 
-cudaError_t mtplx_cuda_repack_q8_0(cudaStream_t s, const void *raw, void *out, int64_t m, int64_t k) {
+cudaError_t mtplx_cuda_repack_q8_0(cudaStream_t s, const void *raw, void *out, int64_t m,
+                                   int64_t k) {
     int64_t nb = m * (k / QK8_0);
     if (nb == 0) return cudaSuccess;
     repack_q8_0_kernel<<<(unsigned)((nb + 255) / 256), 256, 0, s>>>((const uint8_t *)raw,
@@ -500,7 +538,8 @@ cudaError_t mtplx_cuda_repack_q8_0(cudaStream_t s, const void *raw, void *out, i
     return cudaGetLastError();
 }
 
-int mtplx_cuda_mmv_row_host(int type, const void *row, int64_t k, const float *x, int64_t n, float *out) {
+int mtplx_cuda_mmv_row_host(int type, const void *row, int64_t k, const float *x, int64_t n,
+                            float *out) {
     const uint8_t *r = (const uint8_t *)row;
     if (n < 1 || n > MTPLX_CUDA_MMV_ROWS || k % 32) return -1;
     int nr = (int)n;
@@ -512,7 +551,8 @@ int mtplx_cuda_mmv_row_host(int type, const void *row, int64_t k, const float *x
     case MTPLX_TYPE_Q8_0: {
         uint8_t *p = (uint8_t *)malloc((size_t)row_bytes(MTPLX_TYPE_Q8_0, k));
         if (!p) return -1;
-        for (int64_t b = 0; b < k / QK8_0; b++) repack_block(r, p, k, b);
+        for (int64_t b = 0; b < k / QK8_0; b++)
+            repack_block(r, p, k, b);
         row_host<MTPLX_TYPE_Q8_0>(p, p + k, k, x, nr, out);
         free(p);
         return 0;
@@ -532,7 +572,8 @@ int mtplx_cuda_mmv_deq_row_host(int type, const void *row, int64_t k, float *out
         /* repacked as the upload does it, one row */
         uint8_t *p = (uint8_t *)malloc((size_t)row_bytes(MTPLX_TYPE_Q8_0, k));
         if (!p) return -1;
-        for (int64_t b = 0; b < k / QK8_0; b++) repack_block(r, p, k, b);
+        for (int64_t b = 0; b < k / QK8_0; b++)
+            repack_block(r, p, k, b);
         deq_row_host<MTPLX_TYPE_Q8_0>(p, p + k, k, out);
         free(p);
         return 0;

@@ -94,7 +94,8 @@ static void qkv_proj(mtplx_backend *be, const mtplx_layer *L, mtplx_acts *a, int
     const float *b[3] = {L->bq, L->bk, L->bv};
     float *y[3] = {a->q, a->k, a->v};
     if (be->matmul_multi && be->matmul_multi(be, 3, w, b, a->xb, n, y)) return;
-    for (int j = 0; j < 3; j++) be->matmul(be, w[j], b[j], a->xb, n, y[j]);
+    for (int j = 0; j < 3; j++)
+        be->matmul(be, w[j], b[j], a->xb, n, y[j]);
 }
 
 /* y[n][w->m] += x . W^T, through tmp [n][w->m] when not fused. */
@@ -127,18 +128,22 @@ static void layer_forward(const mtplx_model *m, const mtplx_layer *L, mtplx_back
     qkv_proj(be, L, a, n);
     /* one sequence: q/k norms, RoPE and the KV stores may be one fused op */
     bool prepped = nseg == 1 && be->qk_norm_rope_store &&
-                   be->qk_norm_rope_store(be, a->q, a->k, a->v, n, hp->n_head, hp->n_head_kv, (int)hd,
-                                          L->q_norm, L->k_norm, hp->norm_eps, segs[0].pos0, m->inv_freq,
-                                          m->arch->rope_neox, segs[0].kv->kv_type,
+                   be->qk_norm_rope_store(be, a->q, a->k, a->v, n, hp->n_head, hp->n_head_kv,
+                                          (int)hd, L->q_norm, L->k_norm, hp->norm_eps, segs[0].pos0,
+                                          m->inv_freq, m->arch->rope_neox, segs[0].kv->kv_type,
                                           segs[0].kv->k[layer], segs[0].kv->v[layer]);
-    if (L->q_norm && !prepped) be->rmsnorm(be, a->q, L->q_norm, a->q, n * hp->n_head, hd, hp->norm_eps);
-    if (L->k_norm && !prepped) be->rmsnorm(be, a->k, L->k_norm, a->k, n * hp->n_head_kv, hd, hp->norm_eps);
+    if (L->q_norm && !prepped)
+        be->rmsnorm(be, a->q, L->q_norm, a->q, n * hp->n_head, hd, hp->norm_eps);
+    if (L->k_norm && !prepped)
+        be->rmsnorm(be, a->k, L->k_norm, a->k, n * hp->n_head_kv, hd, hp->norm_eps);
     for (int s = 0, r = 0; s < nseg; r += (int)segs[s].n, s++) {
         const mtplx_seg *g = &segs[s];
         void *kc = g->kv->k[layer], *vc = g->kv->v[layer];
         if (!prepped) {
-            be->rope(be, a->q + r * qd, g->n, hp->n_head, (int)hd, g->pos0, m->inv_freq, m->arch->rope_neox);
-            be->rope(be, a->k + r * kvd, g->n, hp->n_head_kv, (int)hd, g->pos0, m->inv_freq, m->arch->rope_neox);
+            be->rope(be, a->q + r * qd, g->n, hp->n_head, (int)hd, g->pos0, m->inv_freq,
+                     m->arch->rope_neox);
+            be->rope(be, a->k + r * kvd, g->n, hp->n_head_kv, (int)hd, g->pos0, m->inv_freq,
+                     m->arch->rope_neox);
             be->kv_store(be, g->kv->kv_type, kc, g->pos0, a->k + r * kvd, g->n, kvd);
             be->kv_store(be, g->kv->kv_type, vc, g->pos0, a->v + r * kvd, g->n, kvd);
         }
