@@ -210,7 +210,7 @@ static void test_fused_case(int type, int64_t k, int64_t n) {
     /* Q, K, V */
     const mtplx_weight *wp[3] = {&w[0], &w[1], &w[2]};
     const float *bs[3] = {NULL, bias, NULL};
-    bool took = gpu->matmul_multi && gpu->matmul_multi(gpu, 3, wp, bs, xd, n, ya);
+    bool took = gpu->matmul_multi && gpu->matmul_multi(gpu, 3, wp, bs, xd, NULL, 0.f, n, ya);
     for (int j = 0; j < 3; j++)
         gpu->matmul(gpu, wp[j], bs[j], xd, n, yb[j]);
     bool same = took;
@@ -224,13 +224,39 @@ static void test_fused_case(int type, int64_t k, int64_t n) {
     uint8_t *W3 = rand_weight(type, ms[0], k);
     mtplx_weight up = {.type = type, .m = ms[0], .k = k, .data = W3};
     float *h2 = gpu->buf_alloc(gpu, (size_t)(n * ms[0]) * sizeof(float));
-    took = gpu->matmul_swiglu && gpu->matmul_swiglu(gpu, &w[0], &up, xd, n, ya[0]);
+    took = gpu->matmul_swiglu && gpu->matmul_swiglu(gpu, &w[0], &up, xd, NULL, 0.f, n, ya[0]);
     gpu->matmul(gpu, &w[0], NULL, xd, n, yb[0]);
     gpu->matmul(gpu, &up, NULL, xd, n, h2);
     gpu->silu_mul(gpu, yb[0], h2, yb[0], n * ms[0]);
     report(took && same_dev(ya[0], yb[0], n * ms[0]),
            "matmul_swiglu %-4s k=%-5lld n=%-2lld == matmul, matmul, silu_mul, bit for bit", tn,
            (long long)k, (long long)n);
+    /* the rmsnorm fused in (main turns MTPLX_CUDA_FUSE_NORM on for the op
+     * checks) against rmsnorm, then the op: equal up to f32 rounding */
+    float *nw = rand_vec(k, 1.0f);
+    float *xn = gpu->buf_alloc(gpu, (size_t)(n * k) * sizeof(float));
+    gpu->rmsnorm(gpu, xd, nw, xn, n, k, 1e-6f);
+    took = gpu->matmul_multi(gpu, 3, wp, bs, xd, nw, 1e-6f, n, ya) &&
+           gpu->matmul_swiglu(gpu, &w[0], &up, xd, nw, 1e-6f, n, h2);
+    for (int j = 0; j < 3; j++)
+        gpu->matmul(gpu, wp[j], bs[j], xn, n, yb[j]);
+    double en = 0;
+    for (int j = 0; j < 3; j++) {
+        float *ha = from_dev(ya[j], (size_t)(n * ms[j])),
+              *hb = from_dev(yb[j], (size_t)(n * ms[j]));
+        en = fmax(en, rel_err(ha, hb, n * ms[j], 1e-3));
+        free(ha), free(hb);
+    }
+    gpu->matmul_swiglu(gpu, &w[0], &up, xn, NULL, 0.f, n, yb[0]);
+    float *ha = from_dev(h2, (size_t)(n * ms[0])), *hb = from_dev(yb[0], (size_t)(n * ms[0]));
+    en = fmax(en, rel_err(ha, hb, n * ms[0], 1e-3));
+    free(ha), free(hb);
+    report(took && en <= 1e-5,
+           "matmul_multi / _swiglu %-4s k=%-5lld n=%-2lld with the rmsnorm fused == rmsnorm, then "
+           "the op  %.2e (tol 1e-5)%s",
+           tn, (long long)k, (long long)n, en, took ? "" : " (not taken)");
+    gpu->buf_free(gpu, xn);
+    free(nw);
     /* residual: y starts equal in both */
     float *y0 = rand_vec(n * ms[1], 1.0f);
     gpu->upload(gpu, ya[1], y0, (size_t)(n * ms[1]) * sizeof(float));
@@ -707,22 +733,31 @@ static bool test_deq_host(void) {
         report(e <= 1e-6, "mmv dequant layout %-4s (device code on the host)  %.2e (tol 1e-6)",
                mtplx_type_info(mtypes[t])->name, e);
         /* the kernel's sums (scales applied per sub-block for Q8_0 / Q4_K)
-         * against the exact products, for 1 and 5 rows of x */
-        for (int64_t n = 1; n <= 5; n += 4) {
-            float *xs = rand_vec(n * k, 1.0f), dot[5] = {0}, exact[5] = {0};
-            for (int64_t i = 0; i < n; i++) {
-                double acc = 0;
-                for (int64_t j = 0; j < k; j++)
-                    acc += (double)ref[j] * xs[i * k + j];
-                exact[i] = (float)acc;
+         * against the exact products, for 1 and 5 rows of x, and with x
+         * RMS-normed in the kernel (the fused norm) */
+        float *nw = rand_vec(k, 1.0f);
+        for (int64_t n = 1; n <= 5; n += 4)
+            for (int normed = 0; normed < 2; normed++) {
+                float *xs = rand_vec(n * k, 2.0f), dot[5] = {0}, exact[5] = {0};
+                for (int64_t i = 0; i < n; i++) {
+                    double ss = 0, acc = 0;
+                    for (int64_t j = 0; j < k; j++)
+                        ss += (double)xs[i * k + j] * xs[i * k + j];
+                    double sc = normed ? 1.0 / sqrt(ss / (double)k + 1e-6) : 1.0;
+                    for (int64_t j = 0; j < k; j++)
+                        acc += (double)ref[j] * xs[i * k + j] * sc * (normed ? nw[j] : 1.0f);
+                    exact[i] = (float)acc;
+                }
+                rc = mtplx_cuda_mmv_row_host(mtypes[t], row, k, xs, n, normed ? nw : NULL, 1e-6f,
+                                             dot);
+                e = rc ? INFINITY : rel_err(dot, exact, n, 1e-3);
+                report(e <= TOL_MM_EXACT,
+                       "mmv row sums %-4s n=%lld%s (device code on the host)  %.2e (tol %.0e)",
+                       mtplx_type_info(mtypes[t])->name, (long long)n, normed ? " x normed" : "", e,
+                       TOL_MM_EXACT);
+                free(xs);
             }
-            rc = mtplx_cuda_mmv_row_host(mtypes[t], row, k, xs, n, dot);
-            e = rc ? INFINITY : rel_err(dot, exact, n, 1e-3);
-            report(e <= TOL_MM_EXACT,
-                   "mmv row sums %-4s n=%lld (device code on the host)  %.2e (tol %.0e)",
-                   mtplx_type_info(mtypes[t])->name, (long long)n, e, TOL_MM_EXACT);
-            free(xs);
-        }
+        free(nw);
     }
     free(x), free(ref), free(got), free(row);
     return built;
@@ -734,7 +769,13 @@ int main(void) {
         printf("test_cuda: %d passed, %d failed (host checks of the device code)\n", n_pass, n_fail);
         return 1;
     }
-    if (mtplx_backend_cuda_new(0, 4096, 64, 4096, &gpu) != MTPLX_OK) {
+    /* the op checks cover the opt-in fused rmsnorm too; the model checks
+     * run as configured (MTPLX_CUDA_FUSE_NORM=1 in the environment: with it) */
+    bool norm_env = getenv("MTPLX_CUDA_FUSE_NORM") != NULL;
+    if (!norm_env) setenv("MTPLX_CUDA_FUSE_NORM", "1", 1);
+    mtplx_status gst = mtplx_backend_cuda_new(0, 4096, 64, 4096, &gpu);
+    if (!norm_env) unsetenv("MTPLX_CUDA_FUSE_NORM");
+    if (gst != MTPLX_OK) {
         printf("SKIP test_cuda: %s\n", mtplx_last_error());
         return 0;
     }

@@ -104,6 +104,7 @@ typedef struct {
      * it; off: kernels.cu's mm_kernel and the plain ops (MTPLX_CUDA_MMV=0,
      * MTPLX_CUDA_FUSE=0) */
     bool mmv, fuse;
+    bool fuse_norm; /* rmsnorm fused into the matmul after it (opt-in: MTPLX_CUDA_FUSE_NORM=1) */
     /* gather ids of plain (uncaptured) multi-row get_rows */
     int32_t *ids_dev;
     int64_t ids_cap;
@@ -285,10 +286,22 @@ static bool same_kind(const mtplx_weight *a, const mtplx_weight *b) {
     return a->type == b->type && a->k == b->k;
 }
 
+/* The fused rmsnorm (backend.h's norm argument) only with MTPLX_CUDA_FUSE_NORM=1. */
+static bool norm_ok(const cuda_backend *c, const float *norm) {
+    return !norm || c->fuse_norm;
+}
+
+static void set_norm(cuda_backend *c, mtplx_cuda_mmv_job *j, const float *norm, float eps,
+                     int64_t k) {
+    j->norm = param(c, norm, (size_t)k * sizeof(float));
+    j->eps = eps;
+}
+
 static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const *w,
-                            const float *const *bias, const float *x, int64_t n, float *const *y) {
+                            const float *const *bias, const float *x, const float *norm, float eps,
+                            int64_t n, float *const *y) {
     cuda_backend *c = (cuda_backend *)be;
-    if (nw < 1 || nw > 3 || !fusable(c, w[0], x, n)) return false;
+    if (nw < 1 || nw > 3 || !fusable(c, w[0], x, n) || !norm_ok(c, norm)) return false;
     for (int i = 1; i < nw; i++)
         if (!same_kind(w[i], w[0])) return false;
     mtplx_cuda_mmv_job j = {.nseg = nw, .mode = MTPLX_MMV_STORE};
@@ -298,18 +311,21 @@ static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const
         j.y[i] = y[i];
         j.m[i] = w[i]->m;
     }
+    set_norm(c, &j, norm, eps, w[0]->k);
     CK(mtplx_cuda_mmv(c->stream, w[0]->type, &j, w[0]->k, x, n), "matmul_multi (mmv)");
     return true;
 }
 
 static bool cu_matmul_swiglu(mtplx_backend *be, const mtplx_weight *gate, const mtplx_weight *up,
-                             const float *x, int64_t n, float *out) {
+                             const float *x, const float *norm, float eps, int64_t n, float *out) {
     cuda_backend *c = (cuda_backend *)be;
-    if (!fusable(c, gate, x, n) || !same_kind(gate, up) || gate->m != up->m) return false;
+    if (!fusable(c, gate, x, n) || !same_kind(gate, up) || gate->m != up->m || !norm_ok(c, norm))
+        return false;
     mtplx_cuda_mmv_job j = mmv_job1(c, MTPLX_MMV_SWIGLU, gate, NULL, out);
     j.nseg = 2;
     j.w[1] = mmv_weight(c, up);
     j.m[1] = up->m;
+    set_norm(c, &j, norm, eps, gate->k);
     CK(mtplx_cuda_mmv(c->stream, gate->type, &j, gate->k, x, n), "matmul_swiglu (mmv)");
     return true;
 }
@@ -600,10 +616,11 @@ static void cu_free(mtplx_backend *be) {
     cuda_backend *c = (cuda_backend *)be;
     mtplx_log(MTPLX_LOG_INFO,
               "cuda: %.1f MB of weights; CUDA graphs %s: %lld captured, %lld forwards replayed, "
-              "%lld plain, %lld failed captures; mmv %s, fusions %s",
+              "%lld plain, %lld failed captures; mmv %s, fusions %s%s",
               (double)c->param_bytes / 1e6, c->graphs ? "on" : "off", (long long)c->gstats.captured,
               (long long)c->gstats.replayed, (long long)c->gstats.plain,
-              (long long)c->gstats.failed, c->mmv ? "on" : "off", c->fuse ? "on" : "off");
+              (long long)c->gstats.failed, c->mmv ? "on" : "off", c->fuse ? "on" : "off",
+              c->fuse_norm ? " (norms too)" : "");
     mtplx_cuda_forget_params(be);
     cudaFree(c->dstep);
     cudaFree(c->picks);
@@ -731,6 +748,11 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
      * out when a GPU run looks wrong */
     c->mmv = !env_is_0("MTPLX_CUDA_MMV");
     c->fuse = !env_is_0("MTPLX_CUDA_FUSE");
+    /* MTPLX_CUDA_FUSE_NORM=1: the layers' rmsnorms inside the QKV and gate/up
+     * matmuls and the final norm inside the output head (two launches a
+     * layer fewer); off by default until a GPU run has checked it */
+    const char *fn = getenv("MTPLX_CUDA_FUSE_NORM");
+    c->fuse_norm = c->fuse && fn && strcmp(fn, "1") == 0;
     /* with MTPLX_CUDA_ARGMAX=0, greedy decoding copies whole logits rows
      * back and picks on the host */
     const char *am = getenv("MTPLX_CUDA_ARGMAX");

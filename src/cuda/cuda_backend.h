@@ -24,10 +24,11 @@ int mtplx_cuda_deq_row_host(int type, const void *row, int64_t k, float *out);
  * without CUDA. */
 int mtplx_cuda_mmv_deq_row_host(int type, const void *row, int64_t k, float *out);
 /* The mmv kernel's arithmetic (per-lane sums, warp butterfly) for one GGUF
- * row against n <= 16 rows of x [n][k] into out[n], on the host. k a
- * multiple of 32; returns as mtplx_cuda_mmv_deq_row_host. */
+ * row against n <= 16 rows of x [n][k] into out[n], on the host; with norm
+ * [k] set, x rows RMS-normed first (eps) as the kernel's fused norm does. k
+ * a multiple of 32; returns as mtplx_cuda_mmv_deq_row_host. */
 int mtplx_cuda_mmv_row_host(int type, const void *row, int64_t k, const float *x, int64_t n,
-                            float *out);
+                            const float *norm, float eps, float *out);
 
 /* The following take a backend made by mtplx_backend_cuda_new. */
 /* Free every uploaded weight / vector and forget the host addresses they came

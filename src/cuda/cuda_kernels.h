@@ -66,6 +66,11 @@ typedef struct mtplx_cuda_mmv_job {
     const float *bias[3]; /* [m[s]] or NULL (STORE only) */
     float *y[3];          /* [n][m[s]] (SWIGLU: y[0] only) */
     int64_t m[3];
+    /* with norm [k] set, each x row is RMS-normed first, x / rms(x) * norm
+     * (eps): rmsnorm fused into the matmul (the sum of squares in another
+     * order than mtplx_cuda_rmsnorm's, so equal to it up to f32 rounding) */
+    const float *norm;
+    float eps;
 } mtplx_cuda_mmv_job;
 /* Whether the mmv kernel takes this type, k and x (alignment); if not, use
  * mtplx_cuda_matmul. */

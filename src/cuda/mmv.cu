@@ -210,9 +210,37 @@ HD float dot4_acc(const float w[4], float4 a, float acc) {
  * sum (d q - m) x = d sum q x - m sum x (sum x shared by the R rows), one
  * multiply per weight fewer where the instruction budget is tight. The
  * order of every sum is fixed by u alone. */
-template <int T, int R, int NR>
-HD void dot_unit(const unit (&t)[R], int64_t u, const float *xb, int64_t k, int nr,
-                 float (&acc)[R][NR]) {
+/* x row i's 4 elements at xg (+ i k), RMS-normed on the way when NORM:
+ * (x * scale_i) * norm, rmsnorm_kernel's order of the two products. */
+/* One lane's share of sum x^2 over an x row of k (k % 4 == 0): elements
+ * [4 j, 4 j + 4) for j = lane, lane + 32, ..., in that order. */
+HD float sumsq_part(const float *xr, int64_t k, int lane) {
+    float ss = 0.f;
+    for (int64_t j = lane; j < k / 4; j += 32) {
+        float4 a = ld_ro((const float4 *)xr + j);
+        ss = fmaf(a.w, a.w, fmaf(a.z, a.z, fmaf(a.y, a.y, fmaf(a.x, a.x, ss))));
+    }
+    return ss;
+}
+
+HD float norm_scale(float ss, int64_t k, float eps) {
+    return 1.0f / sqrtf(ss / (float)k + eps);
+}
+
+template <bool NORM>
+HD float4 load_x(const float *xg, const float *ng, const float *xs, int i, int64_t k) {
+    float4 a = ld_ro((const float4 *)(xg + i * k));
+    if constexpr (NORM) {
+        float4 w = ld_ro((const float4 *)ng);
+        a.x = a.x * xs[i] * w.x, a.y = a.y * xs[i] * w.y;
+        a.z = a.z * xs[i] * w.z, a.w = a.w * xs[i] * w.w;
+    }
+    return a;
+}
+
+template <int T, int R, int NR, bool NORM>
+HD void dot_unit(const unit (&t)[R], int64_t u, const float *xb, const float *nw, const float *xs,
+                 int64_t k, int nr, float (&acc)[R][NR]) {
     constexpr int E = traits<T>::E;
     float sc[R][4];
 #pragma unroll
@@ -235,11 +263,11 @@ HD void dot_unit(const unit (&t)[R], int64_t u, const float *xb, int64_t k, int 
 #pragma unroll
                 for (int s = 0; s < R; s++)
                     quant4<T>(t[s], g, q[s]);
-                const float *xg = xb + elem_of<T>(u, g);
+                const int64_t e = elem_of<T>(u, g);
 #pragma unroll
                 for (int i = 0; i < NR; i++) {
                     if (i < nr) {
-                        float4 a = ld_ro((const float4 *)(xg + i * k));
+                        float4 a = load_x<NORM>(xb + e, nw + e, xs, i, k);
                         if constexpr (T == MTPLX_TYPE_Q4_K)
                             sx[i] = (((sx[i] + a.x) + a.y) + a.z) + a.w;
 #pragma unroll
@@ -265,11 +293,11 @@ HD void dot_unit(const unit (&t)[R], int64_t u, const float *xb, int64_t k, int 
 #pragma unroll
             for (int s = 0; s < R; s++)
                 deq4<T>(t[s], sc[s], g, w[s]);
-            const float *xg = xb + elem_of<T>(u, g);
+            const int64_t e = elem_of<T>(u, g);
 #pragma unroll
             for (int i = 0; i < NR; i++) {
                 if (i < nr) {
-                    float4 a = ld_ro((const float4 *)(xg + i * k));
+                    float4 a = load_x<NORM>(xb + e, nw + e, xs, i, k);
 #pragma unroll
                     for (int s = 0; s < R; s++)
                         acc[s][i] = dot4_acc(w[s], a, acc[s][i]);
@@ -294,7 +322,7 @@ constexpr int MMV_WARPS = 4;
 
 /* Block: MMV_WARPS warps; warp w of block b takes R row slots (in SWIGLU
  * mode R/2 gate rows and the same R/2 up rows); x rows [NR * blockIdx.y, +NR). */
-template <int T, int R, int NR, int U>
+template <int T, int R, int NR, int U, bool NORM>
 __global__ void __launch_bounds__(MMV_WARPS * 32)
     mmv_kernel(mtplx_cuda_mmv_job job, int64_t k, const float *__restrict__ x, int64_t n) {
     constexpr int E = traits<T>::E;
@@ -334,6 +362,17 @@ __global__ void __launch_bounds__(MMV_WARPS * 32)
         ap[s] = wp[s] + k; /* Q8_0's scales (unused otherwise) */
     }
     if (!any) return;
+    const float *xb = x + i0 * k;
+
+    /* RMS norm of the x rows (NORM): every warp works out the scales of its
+     * x rows itself (cheap next to the weights; no launch, no sync) */
+    float xs[NR];
+#pragma unroll
+    for (int i = 0; i < NR; i++) {
+        xs[i] = 0.f;
+        if (NORM && i < nr)
+            xs[i] = norm_scale(warp_total(sumsq_part(xb + i * k, k, lane)), k, job.eps);
+    }
 
     float acc[R][NR];
 #pragma unroll
@@ -341,7 +380,6 @@ __global__ void __launch_bounds__(MMV_WARPS * 32)
 #pragma unroll
         for (int i = 0; i < NR; i++)
             acc[s][i] = 0.f;
-    const float *xb = x + i0 * k;
     const int64_t nu = k / E;
     for (int64_t u0 = lane; u0 < nu; u0 += 32 * U) {
         unit t[U][R] = {};
@@ -358,7 +396,7 @@ __global__ void __launch_bounds__(MMV_WARPS * 32)
         for (int j = 0; j < U; j++) {
             int64_t u = u0 + 32 * j;
             if (u >= nu) break;
-            dot_unit<T, R, NR>(t[j], u, xb, k, nr, acc);
+            dot_unit<T, R, NR, NORM>(t[j], u, xb, job.norm, xs, k, nr, acc);
         }
     }
 #pragma unroll
@@ -404,7 +442,10 @@ cudaError_t launch_r(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t row
                                                       : 4;
     int64_t per_block = (int64_t)MMV_WARPS * (job->mode == MTPLX_MMV_SWIGLU ? R / 2 : R);
     dim3 grid((unsigned)((rows + per_block - 1) / per_block), (unsigned)((n + NR - 1) / NR));
-    mmv_kernel<T, R, NR, U><<<grid, MMV_WARPS * 32, 0, st>>>(*job, k, x, n);
+    if (job->norm)
+        mmv_kernel<T, R, NR, U, true><<<grid, MMV_WARPS * 32, 0, st>>>(*job, k, x, n);
+    else
+        mmv_kernel<T, R, NR, U, false><<<grid, MMV_WARPS * 32, 0, st>>>(*job, k, x, n);
     return cudaGetLastError();
 }
 
@@ -473,26 +514,44 @@ template <int T> void deq_row_host(const uint8_t *row, const uint8_t *aux, int64
 
 /* The kernel's arithmetic for one weight row against n <= 16 x rows, on
  * the host: 32 lanes' partial sums, then the warp's butterfly. */
+/* The warp butterfly (v += shfl_xor(v, o), all lanes at once) on the host. */
+void butterfly_host(float (*lanes)[MTPLX_CUDA_MMV_ROWS]) {
+    for (int o = 16; o > 0; o >>= 1) {
+        float nx[32][MTPLX_CUDA_MMV_ROWS];
+        for (int l = 0; l < 32; l++)
+            for (int i = 0; i < MTPLX_CUDA_MMV_ROWS; i++)
+                nx[l][i] = lanes[l][i] + lanes[l ^ o][i];
+        memcpy(lanes, nx, sizeof nx);
+    }
+}
+
 template <int T>
 void row_host(const uint8_t *row, const uint8_t *aux, int64_t k, const float *x, int nr,
-              float *out) {
+              const float *norm, float eps, float *out) {
+    float xs[MTPLX_CUDA_MMV_ROWS] = {0};
+    if (norm) {
+        float lanes[32][MTPLX_CUDA_MMV_ROWS] = {};
+        for (int l = 0; l < 32; l++)
+            for (int i = 0; i < nr; i++)
+                lanes[l][i] = sumsq_part(x + i * k, k, l);
+        butterfly_host(lanes);
+        for (int i = 0; i < nr; i++)
+            xs[i] = norm_scale(lanes[0][i], k, eps);
+    }
     float lanes[32][MTPLX_CUDA_MMV_ROWS];
     for (int l = 0; l < 32; l++) {
         float acc[1][MTPLX_CUDA_MMV_ROWS] = {};
         for (int64_t u = l; u < k / traits<T>::E; u += 32) {
             unit t[1] = {};
             load_unit<T>(row, aux, u, t[0]);
-            dot_unit<T, 1, MTPLX_CUDA_MMV_ROWS>(t, u, x, k, nr, acc);
+            if (norm)
+                dot_unit<T, 1, MTPLX_CUDA_MMV_ROWS, true>(t, u, x, norm, xs, k, nr, acc);
+            else
+                dot_unit<T, 1, MTPLX_CUDA_MMV_ROWS, false>(t, u, x, norm, xs, k, nr, acc);
         }
         memcpy(lanes[l], acc[0], sizeof lanes[l]);
     }
-    for (int o = 16; o > 0; o >>= 1) { /* v += shfl_xor(v, o), all lanes at once */
-        float nx[32][MTPLX_CUDA_MMV_ROWS];
-        for (int l = 0; l < 32; l++)
-            for (int i = 0; i < MTPLX_CUDA_MMV_ROWS; i++)
-                nx[l][i] = lanes[l][i] + lanes[l ^ o][i];
-        memcpy(lanes, nx, sizeof lanes);
-    }
+    butterfly_host(lanes);
     for (int i = 0; i < nr; i++)
         out[i] = lanes[0][i];
 }
@@ -539,21 +598,21 @@ cudaError_t mtplx_cuda_repack_q8_0(cudaStream_t s, const void *raw, void *out, i
 }
 
 int mtplx_cuda_mmv_row_host(int type, const void *row, int64_t k, const float *x, int64_t n,
-                            float *out) {
+                            const float *norm, float eps, float *out) {
     const uint8_t *r = (const uint8_t *)row;
     if (n < 1 || n > MTPLX_CUDA_MMV_ROWS || k % 32) return -1;
     int nr = (int)n;
     switch (type) {
-    case MTPLX_TYPE_F32: row_host<MTPLX_TYPE_F32>(r, NULL, k, x, nr, out); return 0;
-    case MTPLX_TYPE_F16: row_host<MTPLX_TYPE_F16>(r, NULL, k, x, nr, out); return 0;
-    case MTPLX_TYPE_BF16: row_host<MTPLX_TYPE_BF16>(r, NULL, k, x, nr, out); return 0;
-    case MTPLX_TYPE_Q4_K: row_host<MTPLX_TYPE_Q4_K>(r, NULL, k, x, nr, out); return 0;
+    case MTPLX_TYPE_F32: row_host<MTPLX_TYPE_F32>(r, NULL, k, x, nr, norm, eps, out); return 0;
+    case MTPLX_TYPE_F16: row_host<MTPLX_TYPE_F16>(r, NULL, k, x, nr, norm, eps, out); return 0;
+    case MTPLX_TYPE_BF16: row_host<MTPLX_TYPE_BF16>(r, NULL, k, x, nr, norm, eps, out); return 0;
+    case MTPLX_TYPE_Q4_K: row_host<MTPLX_TYPE_Q4_K>(r, NULL, k, x, nr, norm, eps, out); return 0;
     case MTPLX_TYPE_Q8_0: {
         uint8_t *p = (uint8_t *)malloc((size_t)row_bytes(MTPLX_TYPE_Q8_0, k));
         if (!p) return -1;
         for (int64_t b = 0; b < k / QK8_0; b++)
             repack_block(r, p, k, b);
-        row_host<MTPLX_TYPE_Q8_0>(p, p + k, k, x, nr, out);
+        row_host<MTPLX_TYPE_Q8_0>(p, p + k, k, x, nr, norm, eps, out);
         free(p);
         return 0;
     }

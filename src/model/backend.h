@@ -103,11 +103,15 @@ struct mtplx_backend {
      *   one type and k (attention's Q, K, V from one read of x).
      * matmul_swiglu: out[n][m] = silu(x . G^T) * (x . U^T), G and U of one
      *   type and shape (matmul, matmul, silu_mul).
+     * For both, norm [k] (or NULL) asks for rmsnorm(x, norm, eps) first, in
+     *   the same op; that equals rmsnorm then the op up to f32 rounding, and
+     *   a backend that does not fuse it returns false for a norm.
      * matmul_add: y[n][m] += x . W^T (matmul, then add: a residual). */
     bool (*matmul_multi)(mtplx_backend *be, int nw, const mtplx_weight *const *w,
-                         const float *const *bias, const float *x, int64_t n, float *const *y);
+                         const float *const *bias, const float *x, const float *norm, float eps,
+                         int64_t n, float *const *y);
     bool (*matmul_swiglu)(mtplx_backend *be, const mtplx_weight *gate, const mtplx_weight *up,
-                          const float *x, int64_t n, float *out);
+                          const float *x, const float *norm, float eps, int64_t n, float *out);
     bool (*matmul_add)(mtplx_backend *be, const mtplx_weight *w, const float *x, int64_t n,
                        float *y);
     /* For n rows of one sequence at pos0, after the Q/K/V projections: q and

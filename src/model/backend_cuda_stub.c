@@ -31,8 +31,8 @@ int mtplx_cuda_mmv_deq_row_host(int type, const void *row, int64_t k, float *out
 }
 
 int mtplx_cuda_mmv_row_host(int type, const void *row, int64_t k, const float *x, int64_t n,
-                            float *out) {
-    (void)type, (void)row, (void)k, (void)x, (void)n, (void)out;
+                            const float *norm, float eps, float *out) {
+    (void)type, (void)row, (void)k, (void)x, (void)n, (void)norm, (void)eps, (void)out;
     return -2;
 }
 
