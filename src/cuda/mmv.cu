@@ -19,7 +19,9 @@
  * One launch also serves several weights of one type and k (Q, K and V), the
  * FFN's gate and up with SiLU(gate) * up applied on the way out, or a
  * projection added into the residual (MTPLX_MMV_*): fewer launches per
- * step, which is what a small model's step time is made of.
+ * step, which is what a small model's step time is made of. With job.norm
+ * set, x rows are RMS-normed on the way in (each warp works out its rows'
+ * scales), so the rmsnorm before Q/K/V or gate/up needs no launch either.
  *
  * Determinism: lane l takes units l, l+32, l+64, ... in that order, whatever
  * R, U, the number of x rows or the fused mode; the warp sum is a fixed
