@@ -292,6 +292,194 @@ static void test_matmul_tc_unaligned(int type) {
     free(W), free(wf), free(x), free(y0), free(y1);
 }
 
+/* ---- the small-n GEMV's fused ops and its row independence ---- */
+static uint8_t *rand_weight(int type, int64_t m, int64_t k) {
+    size_t rs = mtplx_row_size(type, k);
+    uint8_t *W = malloc(rs * (size_t)m);
+    float *wf = rand_vec(k, 1.0f);
+    for (int64_t r = 0; r < m; r++) {
+        for (int64_t j = 0; j < k; j++)
+            wf[j] = grand();
+        mtplx_quantize_row(type, wf, W + (size_t)r * rs, k);
+    }
+    free(wf);
+    return W;
+}
+
+static bool same_dev(const float *a, const float *b, int64_t n) {
+    float *ha = from_dev(a, (size_t)n), *hb = from_dev(b, (size_t)n);
+    bool same = memcmp(ha, hb, (size_t)n * sizeof(float)) == 0;
+    free(ha), free(hb);
+    return same;
+}
+
+/* matmul_multi / _swiglu / _add against the plain ops they replace: equal
+ * bit for bit (forward.c switches between them freely); and each row of an
+ * n-row matmul equal to the same row alone (decode vs verify: greedy MTP ==
+ * AR rests on it). */
+static void test_fused_case(int type, int64_t k, int64_t n) {
+    const char *tn = mtplx_type_info(type)->name;
+    int64_t ms[3] = {96, 37, 64}; /* not multiples of a block's rows */
+    uint8_t *W[3];
+    mtplx_weight w[3];
+    for (int j = 0; j < 3; j++) {
+        W[j] = rand_weight(type, ms[j], k);
+        w[j] = (mtplx_weight){.type = type, .m = ms[j], .k = k, .data = W[j]};
+    }
+    float *x = rand_vec(n * k, 1.0f), *bias = rand_vec(ms[1], 1.0f);
+    float *xd = to_dev(x, (size_t)(n * k) * sizeof(float));
+    float *ya[3], *yb[3];
+    for (int j = 0; j < 3; j++) {
+        ya[j] = gpu->buf_alloc(gpu, (size_t)(n * ms[j]) * sizeof(float));
+        yb[j] = gpu->buf_alloc(gpu, (size_t)(n * ms[j]) * sizeof(float));
+    }
+    /* Q, K, V */
+    const mtplx_weight *wp[3] = {&w[0], &w[1], &w[2]};
+    const float *bs[3] = {NULL, bias, NULL};
+    bool took = gpu->matmul_multi && gpu->matmul_multi(gpu, 3, wp, bs, xd, NULL, 0.f, n, ya);
+    for (int j = 0; j < 3; j++)
+        gpu->matmul(gpu, wp[j], bs[j], xd, n, yb[j]);
+    bool same = took;
+    for (int j = 0; j < 3; j++)
+        same = same && same_dev(ya[j], yb[j], n * ms[j]);
+    report(same,
+           "matmul_multi %-4s k=%-5lld n=%-2lld (3 weights, a bias) == 3 matmuls, bit for bit%s",
+           tn, (long long)k, (long long)n, took ? "" : " (not taken)");
+    /* gate / up: w[0] with w[2]'s first 96 rows? shapes must match: w[0] twice
+     * would hide a mix-up, so a second 96-row weight */
+    uint8_t *W3 = rand_weight(type, ms[0], k);
+    mtplx_weight up = {.type = type, .m = ms[0], .k = k, .data = W3};
+    float *h2 = gpu->buf_alloc(gpu, (size_t)(n * ms[0]) * sizeof(float));
+    took = gpu->matmul_swiglu && gpu->matmul_swiglu(gpu, &w[0], &up, xd, NULL, 0.f, n, ya[0]);
+    gpu->matmul(gpu, &w[0], NULL, xd, n, yb[0]);
+    gpu->matmul(gpu, &up, NULL, xd, n, h2);
+    gpu->silu_mul(gpu, yb[0], h2, yb[0], n * ms[0]);
+    report(took && same_dev(ya[0], yb[0], n * ms[0]),
+           "matmul_swiglu %-4s k=%-5lld n=%-2lld == matmul, matmul, silu_mul, bit for bit", tn,
+           (long long)k, (long long)n);
+    /* the rmsnorm fused in (main turns MTPLX_CUDA_FUSE_NORM on for the op
+     * checks) against rmsnorm, then the op: equal up to f32 rounding */
+    float *nw = rand_vec(k, 1.0f);
+    float *xn = gpu->buf_alloc(gpu, (size_t)(n * k) * sizeof(float));
+    gpu->rmsnorm(gpu, xd, nw, xn, n, k, 1e-6f);
+    took = gpu->matmul_multi(gpu, 3, wp, bs, xd, nw, 1e-6f, n, ya) &&
+           gpu->matmul_swiglu(gpu, &w[0], &up, xd, nw, 1e-6f, n, h2);
+    for (int j = 0; j < 3; j++)
+        gpu->matmul(gpu, wp[j], bs[j], xn, n, yb[j]);
+    double en = 0;
+    for (int j = 0; j < 3; j++) {
+        float *ha = from_dev(ya[j], (size_t)(n * ms[j])),
+              *hb = from_dev(yb[j], (size_t)(n * ms[j]));
+        en = fmax(en, rel_err(ha, hb, n * ms[j], 1e-3));
+        free(ha), free(hb);
+    }
+    gpu->matmul_swiglu(gpu, &w[0], &up, xn, NULL, 0.f, n, yb[0]);
+    float *ha = from_dev(h2, (size_t)(n * ms[0])), *hb = from_dev(yb[0], (size_t)(n * ms[0]));
+    en = fmax(en, rel_err(ha, hb, n * ms[0], 1e-3));
+    free(ha), free(hb);
+    report(took && en <= 1e-5,
+           "matmul_multi / _swiglu %-4s k=%-5lld n=%-2lld with the rmsnorm fused == rmsnorm, then "
+           "the op  %.2e (tol 1e-5)%s",
+           tn, (long long)k, (long long)n, en, took ? "" : " (not taken)");
+    gpu->buf_free(gpu, xn);
+    free(nw);
+    /* residual: y starts equal in both */
+    float *y0 = rand_vec(n * ms[1], 1.0f);
+    gpu->upload(gpu, ya[1], y0, (size_t)(n * ms[1]) * sizeof(float));
+    gpu->upload(gpu, yb[1], y0, (size_t)(n * ms[1]) * sizeof(float));
+    took = gpu->matmul_add && gpu->matmul_add(gpu, &w[1], xd, n, ya[1]);
+    gpu->matmul(gpu, &w[1], NULL, xd, n, h2);
+    gpu->add(gpu, yb[1], h2, n * ms[1]);
+    report(took && same_dev(ya[1], yb[1], n * ms[1]),
+           "matmul_add %-4s k=%-5lld n=%-2lld == matmul, add, bit for bit", tn, (long long)k,
+           (long long)n);
+    /* each row alone */
+    gpu->matmul(gpu, &w[1], bias, xd, n, ya[1]);
+    bool rows_same = true;
+    for (int64_t i = 0; i < n; i++) {
+        gpu->matmul(gpu, &w[1], bias, xd + i * k, 1, yb[1]);
+        rows_same = rows_same && same_dev(ya[1] + i * ms[1], yb[1], ms[1]);
+    }
+    report(rows_same,
+           "matmul %-4s k=%-5lld n=%-2lld: every row equals it computed alone, bit for bit", tn,
+           (long long)k, (long long)n);
+    mtplx_cuda_synchronize(gpu);
+    for (int j = 0; j < 3; j++)
+        gpu->buf_free(gpu, ya[j]), gpu->buf_free(gpu, yb[j]), free(W[j]);
+    gpu->buf_free(gpu, h2);
+    gpu->buf_free(gpu, xd);
+    mtplx_cuda_forget_params(gpu);
+    free(W3), free(x), free(bias), free(y0);
+}
+
+static void test_qk_prep_case(int kv_type, bool norms);
+
+static void test_fused(void) {
+    static const int types[] = {MTPLX_TYPE_F32, MTPLX_TYPE_F16, MTPLX_TYPE_BF16, MTPLX_TYPE_Q8_0,
+                                MTPLX_TYPE_Q4_K};
+    static const int64_t ns[] = {1, 3, 9};
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
+            test_fused_case(types[t], types[t] == MTPLX_TYPE_Q4_K ? 512 : 416, ns[i]);
+    for (int norms = 0; norms < 2; norms++) {
+        test_qk_prep_case(MTPLX_TYPE_F16, norms);
+        test_qk_prep_case(MTPLX_TYPE_F32, norms);
+    }
+}
+
+/* qk_norm_rope_store against the six ops it replaces (F16 and F32 caches,
+ * with and without the q/k norms). */
+static void test_qk_prep_case(int kv_type, bool norms) {
+    const int nh = 4, nkv = 2, hd = 128;
+    const int64_t n = 3, pos0 = 37, ctx = 64, qd = nh * hd, kvd = nkv * hd;
+    float *q = rand_vec(n * qd, 1.0f), *k = rand_vec(n * kvd, 1.0f), *v = rand_vec(n * kvd, 1.0f);
+    float *qn = norms ? rand_vec(hd, 1.0f) : NULL, *kn = norms ? rand_vec(hd, 1.0f) : NULL;
+    float *freq = malloc((size_t)(hd / 2) * sizeof(float));
+    for (int i = 0; i < hd / 2; i++)
+        freq[i] = powf(1e6f, -2.0f * (float)i / (float)hd);
+    size_t cb = (size_t)ctx * mtplx_row_size(kv_type, kvd);
+    float *qa = to_dev(q, (size_t)(n * qd) * 4), *qb = to_dev(q, (size_t)(n * qd) * 4);
+    float *ka = to_dev(k, (size_t)(n * kvd) * 4), *kb = to_dev(k, (size_t)(n * kvd) * 4);
+    float *vd = to_dev(v, (size_t)(n * kvd) * 4);
+    void *kca = gpu->buf_alloc(gpu, cb), *kcb = gpu->buf_alloc(gpu, cb);
+    void *vca = gpu->buf_alloc(gpu, cb), *vcb = gpu->buf_alloc(gpu, cb);
+    bool took = gpu->qk_norm_rope_store &&
+                gpu->qk_norm_rope_store(gpu, qa, ka, vd, n, nh, nkv, hd, qn, kn, 1e-6f, pos0, freq,
+                                        true, kv_type, kca, vca);
+    if (qn) gpu->rmsnorm(gpu, qb, qn, qb, n * nh, hd, 1e-6f);
+    if (kn) gpu->rmsnorm(gpu, kb, kn, kb, n * nkv, hd, 1e-6f);
+    gpu->rope(gpu, qb, n, nh, hd, pos0, freq, true);
+    gpu->rope(gpu, kb, n, nkv, hd, pos0, freq, true);
+    gpu->kv_store(gpu, kv_type, kcb, pos0, kb, n, kvd);
+    gpu->kv_store(gpu, kv_type, vcb, pos0, vd, n, kvd);
+    float *h[4] = {from_dev(qa, (size_t)(n * qd)), from_dev(qb, (size_t)(n * qd)),
+                   from_dev(ka, (size_t)(n * kvd)), from_dev(kb, (size_t)(n * kvd))};
+    double e = fmax(rel_err(h[0], h[1], n * qd, 1.0), rel_err(h[2], h[3], n * kvd, 1.0));
+    /* the caches as f32 (F16: converted on the host) */
+    size_t cf = (size_t)ctx * (size_t)kvd;
+    void *hc[4];
+    void *dc[4] = {kca, kcb, vca, vcb};
+    for (int i = 0; i < 4; i++) {
+        hc[i] = malloc(cb);
+        gpu->download(gpu, hc[i], dc[i], cb);
+    }
+    float *fa = malloc(cf * 4), *fb = malloc(cf * 4);
+    for (int i = 0; i < 4; i += 2) {
+        mtplx_dequantize_row(kv_type, hc[i], fa, (int64_t)cf);
+        mtplx_dequantize_row(kv_type, hc[i + 1], fb, (int64_t)cf);
+        e = fmax(e, rel_err(fa, fb, (int64_t)cf, 1.0));
+    }
+    report(took && e <= 1e-6,
+           "qk_norm_rope_store %s cache%s == rmsnorm x2, rope x2, kv_store x2  %.2e (tol 1e-6)",
+           kv_type == MTPLX_TYPE_F16 ? "F16" : "F32", norms ? ", q/k norms" : "", e);
+    for (int i = 0; i < 4; i++)
+        free(h[i]), free(hc[i]), gpu->buf_free(gpu, dc[i]);
+    gpu->buf_free(gpu, qa), gpu->buf_free(gpu, qb), gpu->buf_free(gpu, ka), gpu->buf_free(gpu, kb);
+    gpu->buf_free(gpu, vd);
+    mtplx_cuda_forget_params(gpu);
+    free(q), free(k), free(v), free(qn), free(kn), free(freq), free(fa), free(fb);
+}
+
 /* ---- small ops ---- */
 static void test_small_ops(void) {
     /* rmsnorm: rows of odd sizes, out of place and in place */
@@ -698,6 +886,44 @@ static bool test_deq_host(void) {
         report(e <= 1e-6, "dequant layout %-4s (device code on the host)  %.2e (tol 1e-6)",
                mtplx_type_info(types[t])->name, e);
     }
+    /* the small-n GEMV's own dequantisers (mmv.cu) */
+    static const int mtypes[] = {MTPLX_TYPE_F32, MTPLX_TYPE_F16, MTPLX_TYPE_BF16, MTPLX_TYPE_Q8_0,
+                                 MTPLX_TYPE_Q4_K};
+    for (size_t t = 0; built && t < sizeof mtypes / sizeof *mtypes; t++) {
+        mtplx_quantize_row(mtypes[t], x, row, k);
+        mtplx_dequantize_row(mtypes[t], row, ref, k);
+        memset(got, 0xFF, (size_t)k * 4); /* NaN: an element never written fails */
+        int rc = mtplx_cuda_mmv_deq_row_host(mtypes[t], row, k, got);
+        double e = rc ? INFINITY : rel_err(got, ref, k, 1e-6);
+        report(e <= 1e-6, "mmv dequant layout %-4s (device code on the host)  %.2e (tol 1e-6)",
+               mtplx_type_info(mtypes[t])->name, e);
+        /* the kernel's sums (scales applied per sub-block for Q8_0 / Q4_K)
+         * against the exact products, for 1 and 5 rows of x, and with x
+         * RMS-normed in the kernel (the fused norm) */
+        float *nw = rand_vec(k, 1.0f);
+        for (int64_t n = 1; n <= 5; n += 4)
+            for (int normed = 0; normed < 2; normed++) {
+                float *xs = rand_vec(n * k, 2.0f), dot[5] = {0}, exact[5] = {0};
+                for (int64_t i = 0; i < n; i++) {
+                    double ss = 0, acc = 0;
+                    for (int64_t j = 0; j < k; j++)
+                        ss += (double)xs[i * k + j] * xs[i * k + j];
+                    double sc = normed ? 1.0 / sqrt(ss / (double)k + 1e-6) : 1.0;
+                    for (int64_t j = 0; j < k; j++)
+                        acc += (double)ref[j] * xs[i * k + j] * sc * (normed ? nw[j] : 1.0f);
+                    exact[i] = (float)acc;
+                }
+                rc = mtplx_cuda_mmv_row_host(mtypes[t], row, k, xs, n, normed ? nw : NULL, 1e-6f,
+                                             dot);
+                e = rc ? INFINITY : rel_err(dot, exact, n, 1e-3);
+                report(e <= TOL_MM_EXACT,
+                       "mmv row sums %-4s n=%lld%s (device code on the host)  %.2e (tol %.0e)",
+                       mtplx_type_info(mtypes[t])->name, (long long)n, normed ? " x normed" : "", e,
+                       TOL_MM_EXACT);
+                free(xs);
+            }
+        free(nw);
+    }
     free(x), free(ref), free(got), free(row);
     return built;
 }
@@ -708,7 +934,13 @@ int main(void) {
         printf("test_cuda: %d passed, %d failed (host checks of the device code)\n", n_pass, n_fail);
         return 1;
     }
-    if (mtplx_backend_cuda_new(0, 4096, 64, 4096, &gpu) != MTPLX_OK) {
+    /* the op checks cover the opt-in fused rmsnorm too; the model checks
+     * run as configured (MTPLX_CUDA_FUSE_NORM=1 in the environment: with it) */
+    bool norm_env = getenv("MTPLX_CUDA_FUSE_NORM") != NULL;
+    if (!norm_env) setenv("MTPLX_CUDA_FUSE_NORM", "1", 1);
+    mtplx_status gst = mtplx_backend_cuda_new(0, 4096, 64, 4096, &gpu);
+    if (!norm_env) unsetenv("MTPLX_CUDA_FUSE_NORM");
+    if (gst != MTPLX_OK) {
         printf("SKIP test_cuda: %s\n", mtplx_last_error());
         return 0;
     }
@@ -743,6 +975,11 @@ int main(void) {
         test_attention();
         test_argmax();
     }
+    test_matmul();
+    test_fused();
+    test_small_ops();
+    test_attention();
+    test_argmax();
     gpu->free(gpu);
     cpu->free(cpu);
     if (!only) {

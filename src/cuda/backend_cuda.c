@@ -63,6 +63,21 @@
  * here (TC_SPLIT_BYTES); MTPLX_CUDA_TC_SPLIT=0 turns that off alone.
  * mtplx_cuda_set_paths() does the same at run time.
  *
+ * Small-n matmuls and fused ops. Matmuls of n <= 16 rows (decode, verify)
+ * run on mmv.cu's GEMV; the Q8_0 weights it reads are repacked once at
+ * upload, into a second map (a tied embedding is still read in GGUF layout
+ * by get_rows). backend.h's fused ops (matmul_multi, matmul_swiglu and
+ * matmul_add are mmv modes; qk_norm_rope_store is attn_prep.cu) take a Qwen3
+ * layer's decode step from 19 launches to 8. On an H200 (tools/cuda_bench.sh,
+ * 2026-12-01, random weights): 0.6B decode BF16 1.59 -> 1.02 ms, Q8_0 1.70 ->
+ * 1.00, Q4_K 1.89 -> 1.00; 8B Q4_K 7.91 -> 4.00 ms; test_cuda 250/250,
+ * graphs on/off bit-identical, greedy texts identical. Switches, in the
+ * environment: MTPLX_CUDA_MMV=0, kernels.cu's mm_kernel for every matmul and
+ * no fused matmuls; MTPLX_CUDA_FUSE=0, mmv but no fused op. Opt-in, not yet
+ * run on a GPU beyond test_cuda's op checks: MTPLX_CUDA_FUSE_NORM=1 also
+ * folds the layers' rmsnorms into the QKV and gate/up matmuls and the final
+ * norm into the output head (6 launches a layer instead of 8).
+ *
  * Left out for now: sampling at temperature > 0 and its acceptance test on
  * the GPU (the logits rows are copied back for those), several GPUs. */
 #include "cuda/cuda_backend.h"
@@ -80,6 +95,12 @@ typedef struct {
     void *dev;
     size_t bytes;
 } param_slot;
+
+/* host address -> device copy; open addressing, capacity a power of two */
+typedef struct {
+    param_slot *slot;
+    size_t cap, used;
+} param_map;
 
 enum { MAX_GRAPHS = 128, PICK_ROWS = 32 };
 /* split-k partials of the tensor-core GEMM: it splits only while its tiles
@@ -99,9 +120,14 @@ typedef struct {
     int device;
     cudaStream_t stream;
     cudaStream_t side; /* uploads that must not land in a capture */
-    param_slot *map; /* open addressing, capacity a power of two */
-    size_t cap, used;
+    param_map params;  /* weights as the host has them */
+    param_map packed;  /* Q8_0 weights in the mmv layout (a tied embedding has both) */
     size_t param_bytes; /* bytes uploaded so far */
+    /* the small-n GEMV (mmv.cu) for n <= 16 rows, and the fused ops built on
+     * it; off: kernels.cu's mm_kernel and the plain ops (MTPLX_CUDA_MMV=0,
+     * MTPLX_CUDA_FUSE=0) */
+    bool mmv, fuse;
+    bool fuse_norm; /* rmsnorm fused into the matmul after it (opt-in: MTPLX_CUDA_FUSE_NORM=1) */
     /* gather ids of plain (uncaptured) multi-row get_rows */
     int32_t *ids_dev;
     int64_t ids_cap;
@@ -136,40 +162,54 @@ static size_t slot_of(const void *p, size_t cap) {
     return (size_t)h & (cap - 1);
 }
 
-static void map_put(cuda_backend *c, const void *host, void *dev, size_t bytes) {
-    if (2 * (c->used + 1) > c->cap) {
-        size_t ncap = c->cap ? 2 * c->cap : 256;
+static void map_put(param_map *pm, const void *host, void *dev, size_t bytes) {
+    if (2 * (pm->used + 1) > pm->cap) {
+        size_t ncap = pm->cap ? 2 * pm->cap : 256;
         param_slot *nm = calloc(ncap, sizeof *nm);
         MTPLX_ASSERT(nm != NULL);
-        for (size_t i = 0; i < c->cap; i++) {
-            if (!c->map[i].host) continue;
-            size_t j = slot_of(c->map[i].host, ncap);
+        for (size_t i = 0; i < pm->cap; i++) {
+            if (!pm->slot[i].host) continue;
+            size_t j = slot_of(pm->slot[i].host, ncap);
             while (nm[j].host) j = (j + 1) & (ncap - 1);
-            nm[j] = c->map[i];
+            nm[j] = pm->slot[i];
         }
-        free(c->map);
-        c->map = nm;
-        c->cap = ncap;
+        free(pm->slot);
+        pm->slot = nm;
+        pm->cap = ncap;
     }
-    size_t j = slot_of(host, c->cap);
-    while (c->map[j].host && c->map[j].host != host) j = (j + 1) & (c->cap - 1);
-    if (!c->map[j].host) c->used++;
-    c->map[j] = (param_slot){host, dev, bytes};
+    size_t j = slot_of(host, pm->cap);
+    while (pm->slot[j].host && pm->slot[j].host != host)
+        j = (j + 1) & (pm->cap - 1);
+    if (!pm->slot[j].host) pm->used++;
+    pm->slot[j] = (param_slot){host, dev, bytes};
 }
 
-/* The device copy of a read-only host array of at least `bytes`. */
-static const void *param(cuda_backend *c, const void *host, size_t bytes) {
-    if (!host) return NULL;
-    if (c->cap) {
-        size_t j = slot_of(host, c->cap);
-        while (c->map[j].host) {
-            if (c->map[j].host == host) {
-                if (c->map[j].bytes >= bytes) return c->map[j].dev;
-                break; /* seen smaller before: upload again, larger */
-            }
-            j = (j + 1) & (c->cap - 1);
-        }
+/* The device copy of host with at least `bytes`, or NULL (none yet, or one
+ * seen smaller before: the caller uploads again, larger). */
+static void *map_get(const param_map *pm, const void *host, size_t bytes) {
+    if (!pm->cap) return NULL;
+    size_t j = slot_of(host, pm->cap);
+    while (pm->slot[j].host) {
+        if (pm->slot[j].host == host) return pm->slot[j].bytes >= bytes ? pm->slot[j].dev : NULL;
+        j = (j + 1) & (pm->cap - 1);
     }
+    return NULL;
+}
+
+static void map_free(param_map *pm) {
+    for (size_t i = 0; i < pm->cap; i++)
+        if (pm->slot[i].host) CK(cudaFree(pm->slot[i].dev), "cudaFree (weights)");
+    free(pm->slot);
+    memset(pm, 0, sizeof *pm);
+}
+
+static size_t weight_bytes(const mtplx_weight *w) {
+    return mtplx_row_size(w->type, w->k) * (size_t)w->m;
+}
+
+/* A new device buffer holding `bytes` of host memory (the upload may still be
+ * in flight on the returned stream). */
+static void *upload_new(cuda_backend *c, const void *host, size_t bytes, cudaStream_t *on) {
     void *dev = NULL;
     cudaError_t e = cudaMalloc(&dev, bytes);
     if (e != cudaSuccess) {
@@ -183,11 +223,46 @@ static const void *param(cuda_backend *c, const void *host, size_t bytes) {
         c->cap_bad = true;
         CK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, c->side), "weight upload");
         CK(cudaStreamSynchronize(c->side), "weight upload (synchronize)");
+        *on = c->side;
     } else {
         CK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, c->stream), "weight upload");
+        *on = c->stream;
     }
+    return dev;
+}
+
+/* The device copy of a read-only host array of at least `bytes`. */
+static const void *param(cuda_backend *c, const void *host, size_t bytes) {
+    if (!host) return NULL;
+    void *dev = map_get(&c->params, host, bytes);
+    if (dev) return dev;
+    cudaStream_t on;
+    dev = upload_new(c, host, bytes, &on);
     c->param_bytes += bytes;
-    map_put(c, host, dev, bytes);
+    map_put(&c->params, host, dev, bytes);
+    return dev;
+}
+
+/* A weight as the mmv kernel reads it: Q8_0 repacked on the GPU (the GGUF
+ * bytes go up to a scratch buffer, which is freed once repacked), the other
+ * types as they are. */
+static const void *mmv_weight(cuda_backend *c, const mtplx_weight *w) {
+    if (w->type != MTPLX_TYPE_Q8_0) return param(c, w->data, weight_bytes(w));
+    size_t bytes = mtplx_cuda_q8_0_packed_row(w->k) * (size_t)w->m;
+    void *dev = map_get(&c->packed, w->data, bytes);
+    if (dev) return dev;
+    cudaStream_t on;
+    void *raw = upload_new(c, w->data, weight_bytes(w), &on);
+    if (cudaMalloc(&dev, bytes) != cudaSuccess) {
+        mtplx_log(MTPLX_LOG_ERROR, "cuda: out of GPU memory repacking %.1f MB of Q8_0 weights",
+                  (double)bytes / 1e6);
+        CK(cudaErrorMemoryAllocation, "cudaMalloc (weights)");
+    }
+    CK(mtplx_cuda_repack_q8_0(on, raw, dev, w->m, w->k), "Q8_0 repack");
+    CK(cudaStreamSynchronize(on), "Q8_0 repack (synchronize)");
+    CK(cudaFree(raw), "cudaFree (repack scratch)");
+    c->param_bytes += bytes;
+    map_put(&c->packed, w->data, dev, bytes);
     return dev;
 }
 
@@ -200,8 +275,15 @@ static const mtplx_cuda_step *step_pos(cuda_backend *c, int64_t *pos) {
     return c->dstep;
 }
 
-static size_t weight_bytes(const mtplx_weight *w) {
-    return mtplx_row_size(w->type, w->k) * (size_t)w->m;
+/* The mmv job of one weight (more are added by the fused ops). */
+static mtplx_cuda_mmv_job mmv_job1(cuda_backend *c, int mode, const mtplx_weight *w,
+                                   const float *bias, float *y) {
+    return (mtplx_cuda_mmv_job){.nseg = 1,
+                                .mode = mode,
+                                .w = {mmv_weight(c, w)},
+                                .bias = {param(c, bias, (size_t)w->m * sizeof(float))},
+                                .y = {y},
+                                .m = {w->m}};
 }
 
 /* Tensor cores for a prefill's many rows (header comment); the GEMV for the
@@ -220,6 +302,11 @@ static bool use_tc(const cuda_backend *c, const mtplx_weight *w, const void *W, 
 static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bias, const float *x,
                       int64_t n, float *y) {
     cuda_backend *c = (cuda_backend *)be;
+    if (c->mmv && mtplx_cuda_mmv_ok(w->type, w->k, x, n)) {
+        mtplx_cuda_mmv_job j = mmv_job1(c, MTPLX_MMV_STORE, w, bias, y);
+        CK(mtplx_cuda_mmv(c->stream, w->type, &j, w->k, x, n), "matmul (mmv)");
+        return;
+    }
     const void *W = param(c, w->data, weight_bytes(w));
     const float *b = param(c, bias, (size_t)w->m * sizeof(float));
     size_t rb = mtplx_row_size(w->type, w->k);
@@ -229,6 +316,88 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
            "matmul (tensor cores)");
     else
         CK(mtplx_cuda_matmul(c->stream, w->type, W, rb, w->m, w->k, x, n, y, b), "matmul");
+}
+
+/* ---- fused ops (backend.h): the mmv kernel's multi-weight / SwiGLU / add
+ * modes; false (nothing issued) where mmv does not apply ---- */
+static bool fusable(cuda_backend *c, const mtplx_weight *w, const float *x, int64_t n) {
+    return c->mmv && c->fuse && mtplx_cuda_mmv_ok(w->type, w->k, x, n);
+}
+
+static bool same_kind(const mtplx_weight *a, const mtplx_weight *b) {
+    return a->type == b->type && a->k == b->k;
+}
+
+/* The fused rmsnorm (backend.h's norm argument) only with MTPLX_CUDA_FUSE_NORM=1. */
+static bool norm_ok(const cuda_backend *c, const float *norm) {
+    return !norm || c->fuse_norm;
+}
+
+static void set_norm(cuda_backend *c, mtplx_cuda_mmv_job *j, const float *norm, float eps,
+                     int64_t k) {
+    j->norm = param(c, norm, (size_t)k * sizeof(float));
+    j->eps = eps;
+}
+
+static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const *w,
+                            const float *const *bias, const float *x, const float *norm, float eps,
+                            int64_t n, float *const *y) {
+    cuda_backend *c = (cuda_backend *)be;
+    if (nw < 1 || nw > 3 || !fusable(c, w[0], x, n) || !norm_ok(c, norm)) return false;
+    for (int i = 1; i < nw; i++)
+        if (!same_kind(w[i], w[0])) return false;
+    mtplx_cuda_mmv_job j = {.nseg = nw, .mode = MTPLX_MMV_STORE};
+    for (int i = 0; i < nw; i++) {
+        j.w[i] = mmv_weight(c, w[i]);
+        j.bias[i] = param(c, bias[i], (size_t)w[i]->m * sizeof(float));
+        j.y[i] = y[i];
+        j.m[i] = w[i]->m;
+    }
+    set_norm(c, &j, norm, eps, w[0]->k);
+    CK(mtplx_cuda_mmv(c->stream, w[0]->type, &j, w[0]->k, x, n), "matmul_multi (mmv)");
+    return true;
+}
+
+static bool cu_matmul_swiglu(mtplx_backend *be, const mtplx_weight *gate, const mtplx_weight *up,
+                             const float *x, const float *norm, float eps, int64_t n, float *out) {
+    cuda_backend *c = (cuda_backend *)be;
+    if (!fusable(c, gate, x, n) || !same_kind(gate, up) || gate->m != up->m || !norm_ok(c, norm))
+        return false;
+    mtplx_cuda_mmv_job j = mmv_job1(c, MTPLX_MMV_SWIGLU, gate, NULL, out);
+    j.nseg = 2;
+    j.w[1] = mmv_weight(c, up);
+    j.m[1] = up->m;
+    set_norm(c, &j, norm, eps, gate->k);
+    CK(mtplx_cuda_mmv(c->stream, gate->type, &j, gate->k, x, n), "matmul_swiglu (mmv)");
+    return true;
+}
+
+static bool cu_matmul_add(mtplx_backend *be, const mtplx_weight *w, const float *x, int64_t n,
+                          float *y) {
+    cuda_backend *c = (cuda_backend *)be;
+    if (!fusable(c, w, x, n)) return false;
+    mtplx_cuda_mmv_job j = mmv_job1(c, MTPLX_MMV_ADD, w, NULL, y);
+    CK(mtplx_cuda_mmv(c->stream, w->type, &j, w->k, x, n), "matmul_add (mmv)");
+    return true;
+}
+
+static bool cu_qk_norm_rope_store(mtplx_backend *be, float *q, float *k, const float *v, int64_t n,
+                                  int n_head, int n_head_kv, int head_dim, const float *q_norm,
+                                  const float *k_norm, float eps, int64_t pos0,
+                                  const float *inv_freq, bool neox, int kv_type, void *kc,
+                                  void *vc) {
+    cuda_backend *c = (cuda_backend *)be;
+    if (!c->fuse || head_dim % 2 || n > 65535 ||
+        (kv_type != MTPLX_TYPE_F16 && kv_type != MTPLX_TYPE_F32))
+        return false;
+    size_t hb = (size_t)head_dim * sizeof(float);
+    const float *qn = param(c, q_norm, hb), *kn = param(c, k_norm, hb);
+    const float *f = param(c, inv_freq, hb / 2);
+    const mtplx_cuda_step *dyn = step_pos(c, &pos0);
+    CK(mtplx_cuda_qk_norm_rope_store(c->stream, q, k, v, n, n_head, n_head_kv, head_dim, qn, kn,
+                                     eps, pos0, f, neox, kv_type, kc, vc, dyn),
+       "qk_norm_rope_store");
+    return true;
 }
 
 static void cu_rmsnorm(mtplx_backend *be, const float *x, const float *w, float *out, int64_t n,
@@ -501,11 +670,8 @@ void mtplx_cuda_forget_params(mtplx_backend *be) {
     cuda_backend *c = (cuda_backend *)be;
     CK(cudaStreamSynchronize(c->stream), "synchronize");
     drop_graphs(c);
-    for (size_t i = 0; i < c->cap; i++)
-        if (c->map[i].host) CK(cudaFree(c->map[i].dev), "cudaFree (weights)");
-    free(c->map);
-    c->map = NULL;
-    c->cap = c->used = 0;
+    map_free(&c->params);
+    map_free(&c->packed);
     c->param_bytes = 0;
 }
 
@@ -522,9 +688,11 @@ static void cu_free(mtplx_backend *be) {
     cuda_backend *c = (cuda_backend *)be;
     mtplx_log(MTPLX_LOG_INFO,
               "cuda: %.1f MB of weights; CUDA graphs %s: %lld captured, %lld forwards replayed, "
-              "%lld plain, %lld failed captures; prefill: tensor cores %s%s, flash attention %s",
+              "%lld plain, %lld failed captures; mmv %s, fusions %s%s; prefill: tensor cores "
+              "%s%s, flash attention %s",
               (double)c->param_bytes / 1e6, c->graphs ? "on" : "off", (long long)c->gstats.captured,
               (long long)c->gstats.replayed, (long long)c->gstats.plain, (long long)c->gstats.failed,
+              c->mmv ? "on" : "off", c->fuse ? "on" : "off", c->fuse_norm ? " (norms too)" : "",
               c->paths.tc ? (c->paths.tc_f32 ? "on (F32 too)" : "on") : "off",
               c->paths.tc && !c->paths.tc_split ? " without split-k" : "",
               c->paths.flash ? "on" : "off");
@@ -571,6 +739,11 @@ mtplx_status mtplx_cuda_mem_info(int device, size_t *free_bytes, size_t *total_b
                           cudaGetErrorString(e));
     }
     return MTPLX_OK;
+}
+
+static bool env_is_0(const char *name) {
+    const char *v = getenv(name);
+    return v && strcmp(v, "0") == 0;
 }
 
 mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, int64_t n_ctx,
@@ -646,7 +819,22 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
         .graph_begin = cu_graph_begin,
         .graph_end = cu_graph_end,
         .argmax_rows = cu_argmax_rows,
+        .matmul_multi = cu_matmul_multi,
+        .matmul_swiglu = cu_matmul_swiglu,
+        .matmul_add = cu_matmul_add,
+        .qk_norm_rope_store = cu_qk_norm_rope_store,
     };
+    /* MTPLX_CUDA_MMV=0: today's mm_kernel for every matmul and no fused
+     * matmuls; MTPLX_CUDA_FUSE=0: no fused ops at all (matmul_* and
+     * qk_norm_rope_store): switches for comparisons and for ruling a kernel
+     * out when a GPU run looks wrong */
+    c->mmv = !env_is_0("MTPLX_CUDA_MMV");
+    c->fuse = !env_is_0("MTPLX_CUDA_FUSE");
+    /* MTPLX_CUDA_FUSE_NORM=1: the layers' rmsnorms inside the QKV and gate/up
+     * matmuls and the final norm inside the output head (two launches a
+     * layer fewer); off by default until a GPU run has checked it */
+    const char *fn = getenv("MTPLX_CUDA_FUSE_NORM");
+    c->fuse_norm = c->fuse && fn && strcmp(fn, "1") == 0;
     /* with MTPLX_CUDA_ARGMAX=0, greedy decoding copies whole logits rows
      * back and picks on the host */
     const char *am = getenv("MTPLX_CUDA_ARGMAX");

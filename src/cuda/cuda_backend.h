@@ -18,6 +18,17 @@ mtplx_status mtplx_cuda_device_name(int device, char *buf, size_t cap, size_t *m
  * compiled for and run on the HOST, so tests check the device code's block
  * layouts without a GPU. 0; -1 for an unsupported type; -2 without CUDA. */
 int mtplx_cuda_deq_row_host(int type, const void *row, int64_t k, float *out);
+/* The same for the small-n GEMV's dequantisers (mmv.cu), from a GGUF row
+ * (Q8_0 is repacked on the host first, as the upload does on the GPU).
+ * k a multiple of 32 (F32: 4); 0, -1 for a type mmv does not read, -2
+ * without CUDA. */
+int mtplx_cuda_mmv_deq_row_host(int type, const void *row, int64_t k, float *out);
+/* The mmv kernel's arithmetic (per-lane sums, warp butterfly) for one GGUF
+ * row against n <= 16 rows of x [n][k] into out[n], on the host; with norm
+ * [k] set, x rows RMS-normed first (eps) as the kernel's fused norm does. k
+ * a multiple of 32; returns as mtplx_cuda_mmv_deq_row_host. */
+int mtplx_cuda_mmv_row_host(int type, const void *row, int64_t k, const float *x, int64_t n,
+                            const float *norm, float eps, float *out);
 
 /* The following take a backend made by mtplx_backend_cuda_new. */
 /* Free every uploaded weight / vector and forget the host addresses they came

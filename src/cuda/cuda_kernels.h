@@ -68,6 +68,57 @@ bool mtplx_cuda_matmul_tc_ok(int type, const void *W, size_t row_bytes, int64_t 
 cudaError_t mtplx_cuda_matmul_tc(cudaStream_t s, int type, const void *W, size_t row_bytes,
                                  int64_t m, int64_t k, const float *x, int64_t n, float *y,
                                  const float *bias, const mtplx_cuda_tc_split *split);
+/* ---- the small-n GEMV (mmv, kernels.cu): n <= MTPLX_CUDA_MMV_ROWS rows of
+ * x against up to three weights of one type and one k, in one launch. Each
+ * warp takes a few weight rows and reads x once for all of them, with 16-byte
+ * weight loads; a row's arithmetic does not depend on n or on its neighbours,
+ * so decode and verify rows come out bit-identical. Q8_0 weights must be in
+ * the repacked layout (mtplx_cuda_repack_q8_0); the other types are GGUF's. */
+#define MTPLX_CUDA_MMV_ROWS 16
+enum {
+    MTPLX_MMV_STORE = 0,  /* y_s[i][r] = x_i . W_s[r] (+ bias_s[r]) for every segment s */
+    MTPLX_MMV_ADD = 1,    /* y_s[i][r] += x_i . W_s[r] (a residual add, fused) */
+    MTPLX_MMV_SWIGLU = 2, /* y_0[i][r] = silu(x_i . W_0[r]) * (x_i . W_1[r]); m[0] == m[1] */
+};
+typedef struct mtplx_cuda_mmv_job {
+    int nseg;             /* 1..3 weights (SWIGLU: 2) */
+    int mode;             /* MTPLX_MMV_* */
+    const void *w[3];     /* device weights [m[s]][k] */
+    const float *bias[3]; /* [m[s]] or NULL (STORE only) */
+    float *y[3];          /* [n][m[s]] (SWIGLU: y[0] only) */
+    int64_t m[3];
+    /* with norm [k] set, each x row is RMS-normed first, x / rms(x) * norm
+     * (eps): rmsnorm fused into the matmul (the sum of squares in another
+     * order than mtplx_cuda_rmsnorm's, so equal to it up to f32 rounding) */
+    const float *norm;
+    float eps;
+} mtplx_cuda_mmv_job;
+/* Whether the mmv kernel takes this type, k and x (alignment); if not, use
+ * mtplx_cuda_matmul. */
+bool mtplx_cuda_mmv_ok(int type, int64_t k, const float *x, int64_t n);
+cudaError_t mtplx_cuda_mmv(cudaStream_t s, int type, const mtplx_cuda_mmv_job *job, int64_t k,
+                           const float *x, int64_t n);
+/* Q8_0 [m][k] (34-byte GGUF blocks) into the mmv layout at out: each row
+ * its k int8 quants, then its k/32 f16 scales, padded to
+ * mtplx_cuda_q8_0_packed_row(k) bytes (16-byte aligned rows; a prefix of
+ * the rows is itself a valid weight, as the MTP head's vocabulary cut needs). */
+size_t mtplx_cuda_q8_0_packed_row(int64_t k);
+cudaError_t mtplx_cuda_repack_q8_0(cudaStream_t s, const void *raw, void *out, int64_t m,
+                                   int64_t k);
+
+/* attn_prep.cu: for n rows of one sequence, q and k heads RMS-normed by
+ * q_norm / k_norm [head_dim] (each may be NULL: none), RoPE at positions
+ * pos0 (+ dyn->pos0).., then the K and V rows stored at those rows of the
+ * caches kc / vc (F16 or F32): rmsnorm, rmsnorm, rope, rope, store_rows,
+ * store_rows in one launch. q [n][n_head*hd], k and v [n][n_head_kv*hd];
+ * q and k are rewritten in place. */
+cudaError_t mtplx_cuda_qk_norm_rope_store(cudaStream_t s, float *q, float *k, const float *v,
+                                          int64_t n, int n_head, int n_head_kv, int head_dim,
+                                          const float *q_norm, const float *k_norm, float eps,
+                                          int64_t pos0, const float *inv_freq, bool neox,
+                                          int kv_type, void *kc, void *vc,
+                                          const mtplx_cuda_step *dyn);
+
 /* out[i] = row ids[i] of W (as above) dequantised to f32 [k], i < n; with
  * ids NULL (device pointer, else) the one row id0 (n must be 1). */
 cudaError_t mtplx_cuda_get_rows(cudaStream_t s, int type, const void *W, size_t row_bytes, int64_t k,

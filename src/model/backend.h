@@ -95,6 +95,34 @@ struct mtplx_backend {
      * in host memory: only 8 bytes a row cross to the host. */
     void (*argmax_rows)(mtplx_backend *be, const float *logits, int64_t n, int64_t V, int32_t *ids,
                         float *logprob);
+    /* ---- optional fusions (NULL on the CPU): fewer launches per step ----
+     * Each returns false, having issued nothing, when it does not take these
+     * arguments (too many rows, mixed types); the caller then issues the
+     * plain ops, whose results these equal bit for bit.
+     * matmul_multi: y[j] = x . W_j^T (+ bias[j] if set) for nw <= 3 weights of
+     *   one type and k (attention's Q, K, V from one read of x).
+     * matmul_swiglu: out[n][m] = silu(x . G^T) * (x . U^T), G and U of one
+     *   type and shape (matmul, matmul, silu_mul).
+     * For both, norm [k] (or NULL) asks for rmsnorm(x, norm, eps) first, in
+     *   the same op; that equals rmsnorm then the op up to f32 rounding, and
+     *   a backend that does not fuse it returns false for a norm.
+     * matmul_add: y[n][m] += x . W^T (matmul, then add: a residual). */
+    bool (*matmul_multi)(mtplx_backend *be, int nw, const mtplx_weight *const *w,
+                         const float *const *bias, const float *x, const float *norm, float eps,
+                         int64_t n, float *const *y);
+    bool (*matmul_swiglu)(mtplx_backend *be, const mtplx_weight *gate, const mtplx_weight *up,
+                          const float *x, const float *norm, float eps, int64_t n, float *out);
+    bool (*matmul_add)(mtplx_backend *be, const mtplx_weight *w, const float *x, int64_t n,
+                       float *y);
+    /* For n rows of one sequence at pos0, after the Q/K/V projections: q and
+     * k heads RMS-normed by q_norm / k_norm (either may be NULL: none), RoPE
+     * on both, and the K and V rows stored at row pos0 of the caches kc / vc:
+     * rmsnorm, rmsnorm, rope, rope, kv_store, kv_store in one (equal to them
+     * up to f32 rounding). */
+    bool (*qk_norm_rope_store)(mtplx_backend *be, float *q, float *k, const float *v, int64_t n,
+                               int n_head, int n_head_kv, int head_dim, const float *q_norm,
+                               const float *k_norm, float eps, int64_t pos0, const float *inv_freq,
+                               bool neox, int kv_type, void *kc, void *vc);
 };
 
 static inline void mtplx_be_get_rows(mtplx_backend *be, const mtplx_weight *w, const int32_t *ids,

@@ -25,6 +25,17 @@ int mtplx_cuda_deq_row_host(int type, const void *row, int64_t k, float *out) {
     return -2;
 }
 
+int mtplx_cuda_mmv_deq_row_host(int type, const void *row, int64_t k, float *out) {
+    (void)type, (void)row, (void)k, (void)out;
+    return -2;
+}
+
+int mtplx_cuda_mmv_row_host(int type, const void *row, int64_t k, const float *x, int64_t n,
+                            const float *norm, float eps, float *out) {
+    (void)type, (void)row, (void)k, (void)x, (void)n, (void)norm, (void)eps, (void)out;
+    return -2;
+}
+
 void mtplx_cuda_forget_params(mtplx_backend *be) { (void)be; }
 size_t mtplx_cuda_param_bytes(const mtplx_backend *be) { (void)be; return 0; }
 void mtplx_cuda_synchronize(mtplx_backend *be) { (void)be; }

@@ -87,6 +87,46 @@ void mtplx_acts_free(mtplx_acts *a, mtplx_backend *be) {
     memset(a, 0, sizeof *a);
 }
 
+/* The ops a backend may fuse (backend.h: matmul_multi / _swiglu / _add),
+ * with the plain ops as the fallback; the results are the same (up to f32
+ * rounding where the norm is fused too). */
+
+/* a->q, a->k, a->v from rmsnorm(a->x, attn_norm) (in a->xb when unfused) */
+static void qkv_proj(const mtplx_hparams *hp, mtplx_backend *be, const mtplx_layer *L,
+                     mtplx_acts *a, int64_t n) {
+    const mtplx_weight *w[3] = {&L->wq, &L->wk, &L->wv};
+    const float *b[3] = {L->bq, L->bk, L->bv};
+    float *y[3] = {a->q, a->k, a->v};
+    float eps = hp->norm_eps;
+    if (be->matmul_multi && be->matmul_multi(be, 3, w, b, a->x, L->attn_norm, eps, n, y)) return;
+    be->rmsnorm(be, a->x, L->attn_norm, a->xb, n, hp->n_embd, eps);
+    if (be->matmul_multi && be->matmul_multi(be, 3, w, b, a->xb, NULL, 0.f, n, y)) return;
+    for (int j = 0; j < 3; j++)
+        be->matmul(be, w[j], b[j], a->xb, n, y[j]);
+}
+
+/* y[n][w->m] += x . W^T, through tmp [n][w->m] when not fused. */
+static void proj_add(mtplx_backend *be, const mtplx_weight *w, const float *x, int64_t n, float *y,
+                     float *tmp) {
+    if (be->matmul_add && be->matmul_add(be, w, x, n, y)) return;
+    be->matmul(be, w, NULL, x, n, tmp);
+    be->add(be, y, tmp, n * w->m);
+}
+
+/* a->hb = silu(xn . gate^T) * (xn . up^T), xn = rmsnorm(a->x, ffn_norm) (in
+ * a->xb when unfused); a->hb2 is the unfused scratch. */
+static void ffn_gate_up(const mtplx_hparams *hp, mtplx_backend *be, const mtplx_layer *L,
+                        mtplx_acts *a, int64_t n) {
+    const mtplx_weight *g = &L->w_gate, *u = &L->w_up;
+    float eps = hp->norm_eps;
+    if (be->matmul_swiglu && be->matmul_swiglu(be, g, u, a->x, L->ffn_norm, eps, n, a->hb)) return;
+    be->rmsnorm(be, a->x, L->ffn_norm, a->xb, n, hp->n_embd, eps);
+    if (be->matmul_swiglu && be->matmul_swiglu(be, g, u, a->xb, NULL, 0.f, n, a->hb)) return;
+    be->matmul(be, &L->w_gate, NULL, a->xb, n, a->hb);
+    be->matmul(be, &L->w_up, NULL, a->xb, n, a->hb2);
+    be->silu_mul(be, a->hb, a->hb2, a->hb, n * L->w_gate.m);
+}
+
 /* One pre-norm decoder layer over a->x [n][n_embd], in place. The rows are
  * nseg sequences one after the other: the matmuls run once over all rows
  * (each weight read once for every sequence), RoPE, the KV store and
@@ -94,33 +134,37 @@ void mtplx_acts_free(mtplx_acts *a, mtplx_backend *be) {
 static void layer_forward(const mtplx_model *m, const mtplx_layer *L, mtplx_backend *be, int layer,
                           mtplx_acts *a, const mtplx_seg *segs, int nseg) {
     const mtplx_hparams *hp = &m->hp;
-    int64_t e = hp->n_embd, hd = hp->head_dim, n = 0;
+    int64_t hd = hp->head_dim, n = 0;
     for (int s = 0; s < nseg; s++) n += segs[s].n;
     int64_t qd = (int64_t)hp->n_head * hd, kvd = (int64_t)hp->n_head_kv * hd;
-    be->rmsnorm(be, a->x, L->attn_norm, a->xb, n, e, hp->norm_eps);
-    be->matmul(be, &L->wq, L->bq, a->xb, n, a->q);
-    be->matmul(be, &L->wk, L->bk, a->xb, n, a->k);
-    be->matmul(be, &L->wv, L->bv, a->xb, n, a->v);
-    if (L->q_norm) be->rmsnorm(be, a->q, L->q_norm, a->q, n * hp->n_head, hd, hp->norm_eps);
-    if (L->k_norm) be->rmsnorm(be, a->k, L->k_norm, a->k, n * hp->n_head_kv, hd, hp->norm_eps);
+    qkv_proj(hp, be, L, a, n);
+    /* one sequence: q/k norms, RoPE and the KV stores may be one fused op */
+    bool prepped = nseg == 1 && be->qk_norm_rope_store &&
+                   be->qk_norm_rope_store(be, a->q, a->k, a->v, n, hp->n_head, hp->n_head_kv,
+                                          (int)hd, L->q_norm, L->k_norm, hp->norm_eps, segs[0].pos0,
+                                          m->inv_freq, m->arch->rope_neox, segs[0].kv->kv_type,
+                                          segs[0].kv->k[layer], segs[0].kv->v[layer]);
+    if (L->q_norm && !prepped)
+        be->rmsnorm(be, a->q, L->q_norm, a->q, n * hp->n_head, hd, hp->norm_eps);
+    if (L->k_norm && !prepped)
+        be->rmsnorm(be, a->k, L->k_norm, a->k, n * hp->n_head_kv, hd, hp->norm_eps);
     for (int s = 0, r = 0; s < nseg; r += (int)segs[s].n, s++) {
         const mtplx_seg *g = &segs[s];
         void *kc = g->kv->k[layer], *vc = g->kv->v[layer];
-        be->rope(be, a->q + r * qd, g->n, hp->n_head, (int)hd, g->pos0, m->inv_freq, m->arch->rope_neox);
-        be->rope(be, a->k + r * kvd, g->n, hp->n_head_kv, (int)hd, g->pos0, m->inv_freq, m->arch->rope_neox);
-        be->kv_store(be, g->kv->kv_type, kc, g->pos0, a->k + r * kvd, g->n, kvd);
-        be->kv_store(be, g->kv->kv_type, vc, g->pos0, a->v + r * kvd, g->n, kvd);
+        if (!prepped) {
+            be->rope(be, a->q + r * qd, g->n, hp->n_head, (int)hd, g->pos0, m->inv_freq,
+                     m->arch->rope_neox);
+            be->rope(be, a->k + r * kvd, g->n, hp->n_head_kv, (int)hd, g->pos0, m->inv_freq,
+                     m->arch->rope_neox);
+            be->kv_store(be, g->kv->kv_type, kc, g->pos0, a->k + r * kvd, g->n, kvd);
+            be->kv_store(be, g->kv->kv_type, vc, g->pos0, a->v + r * kvd, g->n, kvd);
+        }
         be->attention(be, a->q + r * qd, g->n, hp->n_head, hp->n_head_kv, (int)hd, kc, vc,
                       g->kv->kv_type, g->pos0, 1.0f / sqrtf((float)hd), a->att + r * qd);
     }
-    be->matmul(be, &L->wo, NULL, a->att, n, a->xb);
-    be->add(be, a->x, a->xb, n * e);
-    be->rmsnorm(be, a->x, L->ffn_norm, a->xb, n, e, hp->norm_eps);
-    be->matmul(be, &L->w_gate, NULL, a->xb, n, a->hb);
-    be->matmul(be, &L->w_up, NULL, a->xb, n, a->hb2);
-    be->silu_mul(be, a->hb, a->hb2, a->hb, n * hp->n_ff);
-    be->matmul(be, &L->w_down, NULL, a->hb, n, a->xb);
-    be->add(be, a->x, a->xb, n * e);
+    proj_add(be, &L->wo, a->att, n, a->x, a->xb);
+    ffn_gate_up(hp, be, L, a, n);
+    proj_add(be, &L->w_down, a->hb, n, a->x, a->xb);
 }
 
 /* Final norm + lm_head for rows [first, first+cnt) of a->x into a->logits;
@@ -130,12 +174,18 @@ static void layer_forward(const mtplx_model *m, const mtplx_layer *L, mtplx_back
 static void head(const mtplx_model *m, const float *norm, mtplx_backend *be, mtplx_acts *a,
                  int64_t first, int64_t cnt, int64_t n_out) {
     int64_t e = m->hp.n_embd;
-    be->rmsnorm(be, a->x + first * e, norm, a->xb, cnt, e, m->hp.norm_eps);
     mtplx_weight w = m->output;
     if (n_out > 0 && n_out < w.m) {
         MTPLX_ASSERT(n_out % 8 == 0 && cnt == 1);
         w.m = n_out;
     }
+    /* the norm fused into the matmul where the backend can */
+    const mtplx_weight *wp = &w;
+    const float *no_bias = NULL;
+    if (be->matmul_multi && be->matmul_multi(be, 1, &wp, &no_bias, a->x + first * e, norm,
+                                             m->hp.norm_eps, cnt, &a->logits))
+        return;
+    be->rmsnorm(be, a->x + first * e, norm, a->xb, cnt, e, m->hp.norm_eps);
     be->matmul(be, &w, NULL, a->xb, cnt, a->logits);
 }
 
