@@ -54,8 +54,10 @@
  * (mtplx_cuda_attention_flash, a sequence of more than MTPLX_CUDA_STEP_ROWS
  * tokens). Neither is bit-identical to the step kernels, and neither can
  * meet a captured step (at most MTPLX_CUDA_STEP_ROWS rows), so graph and
- * plain steps still agree bit for bit. Both are on by default and were
- * written without a GPU at hand: the environment turns them off when the backend is made (MTPLX_CUDA_TC=0,
+ * plain steps still agree bit for bit. Both are on by default (checked on
+ * an H200: test_cuda, memcheck and racecheck clean; 512-token prefill of a
+ * 0.6B BF16 shape 29.0k tok/s against 4.6k without them); the environment
+ * turns them off when the backend is made (MTPLX_CUDA_TC=0,
  * MTPLX_CUDA_FLASH=0), and MTPLX_CUDA_TC=all sends F32 weights to the
  * tensor cores too (in bf16: off by default, since an F32 checkpoint is
  * kept for its precision). The GEMM splits k over more blocks when its tiles
