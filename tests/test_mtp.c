@@ -484,6 +484,72 @@ static void batched_step_many(void **state) {
     mtplx_model_free(m);
 }
 
+static int32_t argmax_draft(void *user, int32_t d, float *logits, const int32_t *drafts) {
+    (void)d, (void)drafts;
+    int32_t V = *(const int32_t *)user, best = 0;
+    for (int32_t i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+/* The head's rows that a draft takes over from the previous draft (its
+ * speculative rows whose drafts were accepted) equal the rows a fresh
+ * context computes from scratch over the same sequence, and so do the next
+ * drafts. A row taken over from a rejected draft would differ. */
+static void head_rows_taken_over(void **state) {
+    (void)state;
+    tu_bigram_noise = 2.0f; /* a head that is often right: rows are taken over */
+    mtplx_model *m = tu_random_model(1, 0.05f);
+    tu_bigram_noise = -1.0f;
+    mtplx_ctx_params cp = mtplx_ctx_default_params();
+    cp.n_ctx = 256;
+    cp.n_threads = 2;
+    mtplx_ctx *c = NULL, *f = NULL;
+    assert_int_equal(mtplx_ctx_new(m, &cp, &c), MTPLX_OK);
+    assert_int_equal(mtplx_ctx_new(m, &cp, &f), MTPLX_OK);
+    int32_t prompt[] = {1, 403, 261, 378, 285, 50};
+    mtplx_gen_params gp = mtplx_gen_default_params();
+    gp.sampling.temperature = 1.0f; /* greedy falls into a loop that is always accepted */
+    gp.sampling.top_k = 0;
+    gp.sampling.seed = 5;
+    gp.max_tokens = 200;
+    gp.ignore_eos = true;
+    gp.draft_depth = 3;
+    static tu_collect got;
+    memset(&got, 0, sizeof got);
+    /* whole steps only, so that the cache ends just before the last token */
+    mtplx_gen *g = NULL;
+    bool done = false;
+    assert_int_equal(mtplx_gen_start(c, prompt, 6, &gp, &g), MTPLX_OK);
+    while (got.n < 120 && !done) assert_int_equal(mtplx_gen_step(g, tu_collect_cb, &got, &done), MTPLX_OK);
+    const mtplx_gen_stats *st = mtplx_gen_get_stats(g);
+    assert_true(st->accepted[1] > 5 && st->accepted[1] < st->drafted[1]); /* kept and rejected */
+    mtplx_gen_free(g);
+    static int32_t seq[256];
+    memcpy(seq, prompt, sizeof prompt);
+    memcpy(seq + 6, got.ids, (size_t)got.n * sizeof(int32_t));
+    int32_t n = 6 + got.n - 1, x = seq[n], V = m->hp.n_vocab, dc[3], df[3];
+    assert_int_equal(mtplx_ctx_n_past(c), n);
+    assert_int_equal(mtplx_forward(f, seq, n, false), MTPLX_OK);
+    assert_int_equal(mtplx_mtp_draft(c, x, 3, argmax_draft, &V, dc), MTPLX_OK);
+    assert_int_equal(mtplx_mtp_draft(f, x, 3, argmax_draft, &V, df), MTPLX_OK);
+    for (int d = 0; d < 3; d++) assert_int_equal(dc[d], df[d]);
+    int64_t e = m->hp.n_embd;
+    double worst = 0;
+    for (int d = 1; d <= 3; d++) {
+        assert_int_equal(c->valid[d], f->valid[d]);
+        for (int64_t i = 0; i < (int64_t)c->valid[d] * e; i++) {
+            double diff = fabs(c->hist[d][i] - f->hist[d][i]) / (1.0 + fabs(f->hist[d][i]));
+            if (diff > worst) worst = diff;
+        }
+    }
+    print_message("head rows taken over: worst relative difference %.3g\n", worst);
+    assert_true(worst < 1e-4);
+    mtplx_ctx_free(f);
+    mtplx_ctx_free(c);
+    mtplx_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sampler_transforms),
@@ -494,6 +560,7 @@ int main(void) {
         cmocka_unit_test(cache_integrity),
         cmocka_unit_test(long_prompt_and_interleaved_steps),
         cmocka_unit_test(batched_step_many),
+        cmocka_unit_test(head_rows_taken_over),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

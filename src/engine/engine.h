@@ -23,7 +23,8 @@ struct mtplx_ctx {
      * attending to stream d's own K/V at rows <= j, RoPE position j; its
      * logits predict t_{j+d+1}. Rows whose inputs are all committed are
      * cached (valid[d]); the last d-1 rows of stream d depend on drafts and
-     * are recomputed every step. Hidden states are kept for every position,
+     * are speculative: the next step takes over those whose drafts were
+     * accepted and recomputes the rest. Hidden states are kept for every position,
      * so rolling back is again only counters. */
     bool has_mtp;
     int32_t n_streams;                 /* streams allocated (<= MTPLX_MAX_DRAFT) */
@@ -32,6 +33,13 @@ struct mtplx_ctx {
     float *hist[MTPLX_MAX_DRAFT];      /* hist[0] = h, hist[d] = g_d: [n_ctx][n_embd] */
     float *spec[MTPLX_MAX_DRAFT + 1];  /* speculative g_d rows of this step: [MAX][n_embd] */
     int32_t valid[MTPLX_MAX_DRAFT + 1];/* valid[d]: rows of stream d cached (valid[0] = n_past) */
+    /* The last draft's speculative rows, kept so that the next draft can
+     * take over those whose drafts were accepted instead of recomputing
+     * them: stream d held rows [spec_row0[d], spec_N) in spec[d] (and its
+     * K/V cache), made from drafts spec_drafts[0..spec_k); spec_k = 0: none. */
+    int32_t spec_N, spec_k;
+    int32_t spec_row0[MTPLX_MAX_DRAFT + 1];
+    int32_t spec_drafts[MTPLX_MAX_DRAFT];
     int32_t draft_n_out;               /* vocabulary prefix the head drafts over (set by mtplx_gen_start; 0 = all) */
     float *stage;                      /* [n_batch][n_embd] head input staging */
     int32_t *stage_tok;                /* [n_batch] */
