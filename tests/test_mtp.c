@@ -8,9 +8,14 @@
  * Plus the rejection sampler alone on enumerated small vocabularies. */
 #include "test_util.h"
 
-static void greedy_equal(void **state) {
-    (void)state;
+/* q8_head: the head's matrices as the Q8_0 draft copy (MTPLX_MTP_Q8_0),
+ * which may change acceptance but never the output. */
+static void greedy_equal_with(bool q8_head) {
+    if (q8_head) setenv("MTPLX_MTP_Q8_0", "1", 1);
     mtplx_model *m = tu_random_model(1, 3.0f);
+    unsetenv("MTPLX_MTP_Q8_0");
+    assert_int_equal(m->mtp[0].layer.w_up.type, q8_head ? MTPLX_TYPE_Q8_0 : MTPLX_TYPE_F32);
+    assert_int_equal(m->mtp[0].eh_proj.type, q8_head ? MTPLX_TYPE_Q8_0 : MTPLX_TYPE_F32);
     mtplx_ctx *c = NULL;
     mtplx_ctx_params cp = mtplx_ctx_default_params();
     cp.n_ctx = 256;
@@ -43,6 +48,16 @@ static void greedy_equal(void **state) {
     }
     mtplx_ctx_free(c);
     mtplx_model_free(m);
+}
+
+static void greedy_equal(void **state) {
+    (void)state;
+    greedy_equal_with(false);
+}
+
+static void greedy_equal_q8_head(void **state) {
+    (void)state;
+    greedy_equal_with(true);
 }
 
 /* Regularised upper tail of chi-square via Wilson-Hilferty: good to a few
@@ -555,6 +570,7 @@ int main(void) {
         cmocka_unit_test(sampler_transforms),
         cmocka_unit_test(rejection_sampler_exact),
         cmocka_unit_test(greedy_equal),
+        cmocka_unit_test(greedy_equal_q8_head),
         cmocka_unit_test(distribution_exact),
         cmocka_unit_test(distribution_exact_draft_vocab),
         cmocka_unit_test(cache_integrity),

@@ -24,7 +24,8 @@ const mtplx_arch *mtplx_arch_find(const char *name) {
 }
 
 mtplx_model_params mtplx_model_default_params(void) {
-    return (mtplx_model_params){.tokenizer_path = NULL, .load_mtp = true, .vocab_only = false};
+    return (mtplx_model_params){.tokenizer_path = NULL, .load_mtp = true, .vocab_only = false,
+                                .mtp_q8_0 = false};
 }
 
 static mtplx_status own(mtplx_model *m, void *p) {
@@ -157,6 +158,38 @@ static mtplx_status load_layer(mtplx_model *m, int blk, mtplx_layer *L) {
     return MTPLX_OK;
 }
 
+/* A Q8_0 copy of a float (F32 / F16 / BF16) matrix, in the prepared
+ * layout, replacing it in *w: half the bytes of BF16 for the int8 kernels.
+ * Only for the MTP head, on request: its weights make the draft
+ * distribution q only, and the rejection test is exact for any q, so the
+ * output is unchanged; acceptance may not be. */
+static mtplx_status requant_q8_0(mtplx_model *m, mtplx_weight *w) {
+    if (w->type == MTPLX_TYPE_Q8_0 || mtplx_type_info(w->type)->is_quantized || w->k % QK8_0) return MTPLX_OK;
+    size_t src_rs = mtplx_row_size(w->type, w->k), rs = mtplx_row_size(MTPLX_TYPE_Q8_0, w->k);
+    uint8_t *q = mtplx_aligned_alloc(64, rs * (size_t)w->m);
+    float *row = malloc((size_t)w->k * sizeof(float));
+    if (!q || !row) {
+        free(q);
+        free(row);
+        return mtplx_fail(MTPLX_ERR_NOMEM, "out of memory for a Q8_0 copy of the MTP head");
+    }
+    for (int64_t r = 0; r < w->m; r++) {
+        mtplx_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * src_rs, row, w->k);
+        mtplx_quantize_row(MTPLX_TYPE_Q8_0, row, q + (size_t)r * rs, w->k);
+    }
+    free(row);
+    MTPLX_TRY(own(m, q));
+    *w = (mtplx_weight){.type = MTPLX_TYPE_Q8_0, .m = w->m, .k = w->k, .data = q};
+    return prepare(m, w);
+}
+
+static mtplx_status head_q8_0(mtplx_model *m, mtplx_mtp_head *h) {
+    mtplx_weight *ws[] = {&h->eh_proj,      &h->layer.wq,     &h->layer.wk,   &h->layer.wv,
+                          &h->layer.wo,     &h->layer.w_gate, &h->layer.w_up, &h->layer.w_down};
+    for (size_t i = 0; i < sizeof ws / sizeof *ws; i++) MTPLX_TRY(requant_q8_0(m, ws[i]));
+    return MTPLX_OK;
+}
+
 static mtplx_status load_mtp(mtplx_model *m, int i, mtplx_mtp_head *h) {
     int blk = m->hp.n_layer + i;
     int64_t e = m->hp.n_embd;
@@ -275,7 +308,12 @@ static mtplx_status build(mtplx_model *m, const mtplx_model_params *p) {
     if (p->load_mtp && n_nextn > 0) {
         m->mtp = calloc((size_t)n_nextn, sizeof *m->mtp);
         if (!m->mtp) return mtplx_fail(MTPLX_ERR_NOMEM, "out of memory");
-        for (int i = 0; i < n_nextn; i++) MTPLX_TRY(load_mtp(m, i, &m->mtp[i]));
+        const char *q8 = getenv("MTPLX_MTP_Q8_0"); /* for tools without the flag */
+        bool to_q8 = p->mtp_q8_0 || (q8 && *q8 && *q8 != '0');
+        for (int i = 0; i < n_nextn; i++) {
+            MTPLX_TRY(load_mtp(m, i, &m->mtp[i]));
+            if (to_q8) MTPLX_TRY(head_q8_0(m, &m->mtp[i]));
+        }
         m->n_mtp = (int32_t)n_nextn;
     }
     return mtplx_model_embed_setup(m); /* embedder / reranker roles (model/encoder.c) */
