@@ -55,6 +55,43 @@ static void greedy_equal(void **state) {
     greedy_equal_with(false);
 }
 
+/* Greedy with penalties: the draft and the verifier both pick after the
+ * penalties (drafts count as history), and MTP text still equals AR. */
+static void greedy_equal_penalties(void **state) {
+    (void)state;
+    tu_bigram_noise = 1.0f; /* a head that is mostly right, so drafts are kept */
+    mtplx_model *m = tu_random_model(1, 1.0f);
+    tu_bigram_noise = -1.0f;
+    mtplx_ctx *c = NULL;
+    mtplx_ctx_params cp = mtplx_ctx_default_params();
+    cp.n_ctx = 256;
+    assert_int_equal(mtplx_ctx_new(m, &cp, &c), MTPLX_OK);
+    int32_t prompt[] = {1, 403, 261, 378, 285};
+    mtplx_gen_params gp = mtplx_gen_default_params();
+    gp.sampling.temperature = 0;
+    gp.sampling.repeat_penalty = 1.1f;
+    gp.sampling.presence_penalty = 0.05f;
+    gp.max_tokens = 64;
+    gp.ignore_eos = true;
+    static tu_collect ar, sp;
+    memset(&ar, 0, sizeof ar);
+    gp.draft_depth = 0;
+    assert_int_equal(mtplx_generate(c, prompt, 5, &gp, tu_collect_cb, &ar, NULL), MTPLX_OK);
+    for (int depth = 1; depth <= 3; depth++) {
+        memset(&sp, 0, sizeof sp);
+        gp.draft_depth = depth;
+        mtplx_gen_stats st;
+        assert_int_equal(mtplx_generate(c, prompt, 5, &gp, tu_collect_cb, &sp, &st), MTPLX_OK);
+        assert_int_equal(sp.n, ar.n);
+        for (int i = 0; i < ar.n; i++)
+            if (ar.ids[i] != sp.ids[i]) fail_msg("depth %d: token %d differs: AR %d, MTP %d", depth, i, ar.ids[i], sp.ids[i]);
+        print_message("depth %d accepted %lld of %lld\n", depth, (long long)st.accepted[0], (long long)st.drafted[0]);
+        assert_true(st.accepted[0] > 0);
+    }
+    mtplx_ctx_free(c);
+    mtplx_model_free(m);
+}
+
 static void greedy_equal_q8_head(void **state) {
     (void)state;
     greedy_equal_with(true);
@@ -571,6 +608,7 @@ int main(void) {
         cmocka_unit_test(rejection_sampler_exact),
         cmocka_unit_test(greedy_equal),
         cmocka_unit_test(greedy_equal_q8_head),
+        cmocka_unit_test(greedy_equal_penalties),
         cmocka_unit_test(distribution_exact),
         cmocka_unit_test(distribution_exact_draft_vocab),
         cmocka_unit_test(cache_integrity),

@@ -81,6 +81,11 @@ typedef struct mtplx_history {
  * mask, if set, forbids tokens first. */
 void mtplx_sampler_dist(const float *logits, int32_t n_vocab, const mtplx_sampler_params *sp,
                         mtplx_history hist, float *probs, float *work, int32_t *work_idx);
+/* The token of mtplx_sampler_dist's one-hot at temperature 0 (penalties,
+ * then the first largest logit) without writing the distribution; work is
+ * used only when penalties apply. */
+int32_t mtplx_sampler_greedy(const float *logits, int32_t n_vocab, const mtplx_sampler_params *sp,
+                             mtplx_history hist, float *work);
 /* Inverse-CDF draw from a dense distribution with uniform u. */
 int32_t mtplx_sample_dist(const float *probs, int32_t n_vocab, double u);
 /* Whether any repetition / presence / frequency penalty is set. */
@@ -137,7 +142,8 @@ typedef struct mtplx_gen_state {
 
 /* The Leviathan-Chen test at one position: draft x ~ q is accepted when
  * u < p(x) / q(x) (greedy: when x is p's argmax, p one-hot). On rejection p
- * is replaced by the residual normalize(max(0, p - q)) to sample from. */
+ * is replaced by the residual normalize(max(0, p - q)) to sample from;
+ * greedy, q is not read (the residual of two one-hots is p itself). */
 bool mtplx_accept_or_residual(float *p, const float *q, int32_t V, int32_t x, double u, bool greedy);
 
 /* The step in its parts, for batching several contexts' verifications into
