@@ -8,7 +8,8 @@ From these, per run: the step time (ms per verify forward) and the cost of
 one head step (draft ms per step / depth), also as a fraction of a plain AR
 step (the median AR run of the same build). Prints the median of each cell,
 so load drifting during the run hits every build alike, and checks that all
-greedy texts are identical. On a shared machine wall-clock tok/s counts the
+greedy texts are identical. "best" columns: per prompt the fastest of the
+repetitions (the least disturbed run), then the median over prompts. On a shared machine wall-clock tok/s counts the
 time other processes held the core; "cpu tok/s" is (n - 1) tokens over the
 run's CPU time (rusage) less that of a 1-token run of the same build and
 prompt (load, prefill, first token): preemption is not counted, the other
@@ -76,11 +77,15 @@ def main():
         for x in v:
             x["ctps"] = (a.n - 1) / max(1e-6, x["cpu"] - statistics.median(base[(bi, x["pi"])]))
     med = lambda v, key: statistics.median(x[key] for x in v)
+    def best(v, key, pick=max):
+        return statistics.median(pick(x[key] for x in v if x["pi"] == pi) for pi in range(len(prompts)))
     for bi, b in enumerate(a.builds):
         ar_step = med(cells[(bi, 0)], "step")
         print(f"\n{b}")
         print(f"{'config':8} {'tok/s':>7} {'vs AR':>6} {'cpu tok/s':>9} {'vs AR':>6} {'tok/fwd':>7} "
-              f"{'step ms':>7} {'draft%':>6} {'head ms':>7} {'head/AR':>7}")
+              f"{'step ms':>7} {'draft%':>6} {'head ms':>7} {'head/AR':>7} {'best':>7} {'vs AR':>6} "
+              f"{'head':>5}")
+        bar = best(cells[(bi, 0)], "tps")
         ar, car = med(cells[(bi, 0)], "tps"), med(cells[(bi, 0)], "ctps")
         for d in configs:
             v = cells[(bi, d)]
@@ -88,7 +93,8 @@ def main():
             print(f"{'AR' if d == 0 else 'depth %d' % d:8} {med(v, 'tps'):7.1f} {med(v, 'tps') / ar:6.2f} "
                   f"{med(v, 'ctps'):9.1f} {med(v, 'ctps') / car:6.2f} "
                   f"{med(v, 'fwd'):7.2f} {med(v, 'step'):7.2f} {100 * med(v, 'draft'):6.0f} "
-                  f"{head:7.2f} {head / ar_step:7.2f}")
+                  f"{head:7.2f} {head / ar_step:7.2f} {best(v, 'tps'):7.1f} {best(v, 'tps') / bar:6.2f} "
+                  f"{best(v, 'head', min):5.2f}")
 
 
 if __name__ == "__main__":
