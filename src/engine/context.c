@@ -282,8 +282,10 @@ mtplx_status mtplx_ctx_decode(mtplx_ctx *c, const int32_t *tokens, int32_t n, bo
 static void take_over_spec_rows(mtplx_ctx *c, int32_t N) {
     int64_t e = c->model->hp.n_embd;
     for (int32_t d = 1; d <= c->spec_k && d <= c->n_streams; d++) {
+        /* spec rows use drafts only: spec_N < j + d <= spec_N + spec_k */
         for (int32_t j = c->valid[d]; j >= c->spec_row0[d] && j < c->spec_N && j < c->valid[d - 1] &&
-                                      j + d <= N && c->tokens[j + d] == c->spec_drafts[j + d - c->spec_N - 1];
+                                      j + d > c->spec_N && j + d <= N &&
+                                      c->tokens[j + d] == c->spec_drafts[j + d - c->spec_N - 1];
              j++) {
             memcpy(c->hist[d] + j * e, c->spec[d] + (j - c->spec_row0[d]) * e, (size_t)e * sizeof(float));
             c->valid[d] = j + 1;
