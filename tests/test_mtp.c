@@ -8,12 +8,17 @@
  * Plus the rejection sampler alone on enumerated small vocabularies. */
 #include "test_util.h"
 
-/* q8_head: the head's matrices as the Q8_0 draft copy (MTPLX_MTP_Q8_0),
+/* q8_head: the head's matrices as the Q8_0 draft copy (MTPLX_MTP_Q8_0) and
+ * the lm_head the head drafts with as a Q4_0 copy (MTPLX_DRAFT_LM_Q4_0),
  * which may change acceptance but never the output. */
 static void greedy_equal_with(bool q8_head) {
     if (q8_head) setenv("MTPLX_MTP_Q8_0", "1", 1);
+    if (q8_head) setenv("MTPLX_DRAFT_LM_Q4_0", "1", 1);
     mtplx_model *m = tu_random_model(1, 3.0f);
     unsetenv("MTPLX_MTP_Q8_0");
+    unsetenv("MTPLX_DRAFT_LM_Q4_0");
+    assert_int_equal(m->draft_output.type, q8_head ? MTPLX_TYPE_Q4_0 : 0);
+    assert_true((m->draft_output.data != NULL) == q8_head);
     assert_int_equal(m->mtp[0].layer.w_up.type, q8_head ? MTPLX_TYPE_Q8_0 : MTPLX_TYPE_F32);
     assert_int_equal(m->mtp[0].eh_proj.type, q8_head ? MTPLX_TYPE_Q8_0 : MTPLX_TYPE_F32);
     mtplx_ctx *c = NULL;
