@@ -110,6 +110,15 @@ typedef struct mtplx_model_params {
     const char *tokenizer_path; /* llama2.c .bin: its tokenizer; NULL = look beside it */
     bool load_mtp;              /* load MTP heads when present (default true) */
     bool vocab_only;            /* only the tokenizer and metadata */
+    /* Draft with a Q8_0 copy of float MTP head matrices (default false; the
+     * environment variable MTPLX_MTP_Q8_0=1 sets it too): half the bytes of a
+     * BF16 head per draft step. The output is unchanged (the rejection test is
+     * exact for any draft distribution); acceptance can change. */
+    bool mtp_q8_0;
+    /* Draft with a Q4_0 copy of the output matrix (lm_head) (default false;
+     * MTPLX_DRAFT_LM_Q4_0=1 too): 0.56 of a Q8_0 lm_head's bytes per draft
+     * step, the verifier keeps the original. Exact; acceptance can change. */
+    bool draft_lm_q4_0;
 } mtplx_model_params;
 
 mtplx_model_params mtplx_model_default_params(void);

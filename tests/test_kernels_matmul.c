@@ -3,7 +3,8 @@
  *    activation quantization error (so the oracle itself is checked);
  *  - every SIMD variant this CPU has equals the reference on odd shapes and
  *    n = 1..16 and 67, within a tolerance relative to sum |w x|;
- *  - results with 2 and 3 threads are bit-identical to 1 thread. */
+ *  - results with 2 and 3 threads are bit-identical to 1 thread;
+ *  - BF16 at decode sizes is batch invariant. */
 #include "test_kernels_util.h"
 
 /* SIMD vs reference: the integer parts are exact, only the order of float
@@ -260,6 +261,56 @@ static void test_prepared_batch_invariance(void **state) {
     mtplx_threadpool_free(tp3);
 }
 
+/* BF16 at decode / draft sizes (n <= 8: the MTP head's path): every variant
+ * against the reference on shapes with odd row counts and k that is not a
+ * multiple of 16 or 8, and batch invariance: a token's results are the same
+ * bits alone as among n tokens (the draft takes over rows computed in
+ * batches of other sizes). */
+static void test_bf16_decode(void **state) {
+    (void)state;
+    static const int64_t ks[] = {16, 24, 203, 519, 1408}, ms[] = {1, 3, 37, 70};
+    rng r = {17};
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+        for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
+            for (int64_t n = 1; n <= 8; n++) {
+                int64_t m = ms[mi], k = ks[ki];
+                mm_case c = make_case(&r, MTPLX_TYPE_BF16, m, k, n);
+                size_t ysz = (size_t)(n * m) * sizeof(float);
+                float *yref = xalloc(ysz), *y = xalloc(ysz), *y1 = xalloc(ysz);
+                assert_true(use_isa("ref"));
+                run(NULL, &c, yref);
+                for (int v = 1; v < N_ISAS; v++) {
+                    if (!use_isa(all_isas[v])) continue;
+                    memset(y, 0xff, ysz);
+                    run(NULL, &c, y);
+                    for (int64_t t = 0; t < n; t++)
+                        for (int64_t i = 0; i < m; i++) {
+                            double mag = 0;
+                            for (int64_t j = 0; j < k; j++) mag += fabs((double)c.Wf[i * k + j] * c.x[t * k + j]);
+                            if (!(fabs((double)y[t * m + i] - yref[t * m + i]) <= MM_TOL_FLOAT * mag)) {
+                                fprintf(stderr, "%s BF16 m=%lld k=%lld n=%lld t=%lld row=%lld: %g vs ref %g\n",
+                                        all_isas[v], (long long)m, (long long)k, (long long)n,
+                                        (long long)t, (long long)i, y[t * m + i], yref[t * m + i]);
+                                fail();
+                            }
+                        }
+                    mm_case one = c;
+                    one.n = 1;
+                    for (int64_t t = 0; t < n; t++) {
+                        one.x = c.x + t * k;
+                        run(NULL, &one, y1 + t * m);
+                    }
+                    if (memcmp(y, y1, ysz)) {
+                        fprintf(stderr, "%s BF16 m=%lld k=%lld n=%lld: not batch invariant\n",
+                                all_isas[v], (long long)m, (long long)k, (long long)n);
+                        fail();
+                    }
+                }
+                free(yref), free(y), free(y1);
+                free_case(&c);
+            }
+}
+
 static void test_isa_selection(void **state) {
     (void)state;
     assert_true(mtplx_kernels_force("ref"));
@@ -282,6 +333,7 @@ int main(void) {
         cmocka_unit_test(test_threads_match_single),
         cmocka_unit_test(test_prepared_vs_reference),
         cmocka_unit_test(test_prepared_batch_invariance),
+        cmocka_unit_test(test_bf16_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

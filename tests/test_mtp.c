@@ -8,9 +8,19 @@
  * Plus the rejection sampler alone on enumerated small vocabularies. */
 #include "test_util.h"
 
-static void greedy_equal(void **state) {
-    (void)state;
+/* q8_head: the head's matrices as the Q8_0 draft copy (MTPLX_MTP_Q8_0) and
+ * the lm_head the head drafts with as a Q4_0 copy (MTPLX_DRAFT_LM_Q4_0),
+ * which may change acceptance but never the output. */
+static void greedy_equal_with(bool q8_head) {
+    if (q8_head) setenv("MTPLX_MTP_Q8_0", "1", 1);
+    if (q8_head) setenv("MTPLX_DRAFT_LM_Q4_0", "1", 1);
     mtplx_model *m = tu_random_model(1, 3.0f);
+    unsetenv("MTPLX_MTP_Q8_0");
+    unsetenv("MTPLX_DRAFT_LM_Q4_0");
+    assert_int_equal(m->draft_output.type, q8_head ? MTPLX_TYPE_Q4_0 : 0);
+    assert_true((m->draft_output.data != NULL) == q8_head);
+    assert_int_equal(m->mtp[0].layer.w_up.type, q8_head ? MTPLX_TYPE_Q8_0 : MTPLX_TYPE_F32);
+    assert_int_equal(m->mtp[0].eh_proj.type, q8_head ? MTPLX_TYPE_Q8_0 : MTPLX_TYPE_F32);
     mtplx_ctx *c = NULL;
     mtplx_ctx_params cp = mtplx_ctx_default_params();
     cp.n_ctx = 256;
@@ -43,6 +53,53 @@ static void greedy_equal(void **state) {
     }
     mtplx_ctx_free(c);
     mtplx_model_free(m);
+}
+
+static void greedy_equal(void **state) {
+    (void)state;
+    greedy_equal_with(false);
+}
+
+/* Greedy with penalties: the draft and the verifier both pick after the
+ * penalties (drafts count as history), and MTP text still equals AR. */
+static void greedy_equal_penalties(void **state) {
+    (void)state;
+    tu_bigram_noise = 1.0f; /* a head that is mostly right, so drafts are kept */
+    mtplx_model *m = tu_random_model(1, 1.0f);
+    tu_bigram_noise = -1.0f;
+    mtplx_ctx *c = NULL;
+    mtplx_ctx_params cp = mtplx_ctx_default_params();
+    cp.n_ctx = 256;
+    assert_int_equal(mtplx_ctx_new(m, &cp, &c), MTPLX_OK);
+    int32_t prompt[] = {1, 403, 261, 378, 285};
+    mtplx_gen_params gp = mtplx_gen_default_params();
+    gp.sampling.temperature = 0;
+    gp.sampling.repeat_penalty = 1.1f;
+    gp.sampling.presence_penalty = 0.05f;
+    gp.max_tokens = 64;
+    gp.ignore_eos = true;
+    static tu_collect ar, sp;
+    memset(&ar, 0, sizeof ar);
+    gp.draft_depth = 0;
+    assert_int_equal(mtplx_generate(c, prompt, 5, &gp, tu_collect_cb, &ar, NULL), MTPLX_OK);
+    for (int depth = 1; depth <= 3; depth++) {
+        memset(&sp, 0, sizeof sp);
+        gp.draft_depth = depth;
+        mtplx_gen_stats st;
+        assert_int_equal(mtplx_generate(c, prompt, 5, &gp, tu_collect_cb, &sp, &st), MTPLX_OK);
+        assert_int_equal(sp.n, ar.n);
+        for (int i = 0; i < ar.n; i++)
+            if (ar.ids[i] != sp.ids[i]) fail_msg("depth %d: token %d differs: AR %d, MTP %d", depth, i, ar.ids[i], sp.ids[i]);
+        print_message("depth %d accepted %lld of %lld\n", depth, (long long)st.accepted[0], (long long)st.drafted[0]);
+        assert_true(st.accepted[0] > 0);
+    }
+    mtplx_ctx_free(c);
+    mtplx_model_free(m);
+}
+
+static void greedy_equal_q8_head(void **state) {
+    (void)state;
+    greedy_equal_with(true);
 }
 
 /* Regularised upper tail of chi-square via Wilson-Hilferty: good to a few
@@ -484,16 +541,85 @@ static void batched_step_many(void **state) {
     mtplx_model_free(m);
 }
 
+static int32_t argmax_draft(void *user, int32_t d, float *logits, const int32_t *drafts) {
+    (void)d, (void)drafts;
+    int32_t V = *(const int32_t *)user, best = 0;
+    for (int32_t i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+/* The head's rows that a draft takes over from the previous draft (its
+ * speculative rows whose drafts were accepted) equal the rows a fresh
+ * context computes from scratch over the same sequence, and so do the next
+ * drafts. A row taken over from a rejected draft would differ. */
+static void head_rows_taken_over(void **state) {
+    (void)state;
+    tu_bigram_noise = 2.0f; /* a head that is often right: rows are taken over */
+    mtplx_model *m = tu_random_model(1, 0.05f);
+    tu_bigram_noise = -1.0f;
+    mtplx_ctx_params cp = mtplx_ctx_default_params();
+    cp.n_ctx = 256;
+    cp.n_threads = 2;
+    mtplx_ctx *c = NULL, *f = NULL;
+    assert_int_equal(mtplx_ctx_new(m, &cp, &c), MTPLX_OK);
+    assert_int_equal(mtplx_ctx_new(m, &cp, &f), MTPLX_OK);
+    int32_t prompt[] = {1, 403, 261, 378, 285, 50};
+    mtplx_gen_params gp = mtplx_gen_default_params();
+    gp.sampling.temperature = 1.0f; /* greedy falls into a loop that is always accepted */
+    gp.sampling.top_k = 0;
+    gp.sampling.seed = 5;
+    gp.max_tokens = 200;
+    gp.ignore_eos = true;
+    gp.draft_depth = 3;
+    static tu_collect got;
+    memset(&got, 0, sizeof got);
+    /* whole steps only, so that the cache ends just before the last token */
+    mtplx_gen *g = NULL;
+    bool done = false;
+    assert_int_equal(mtplx_gen_start(c, prompt, 6, &gp, &g), MTPLX_OK);
+    while (got.n < 120 && !done) assert_int_equal(mtplx_gen_step(g, tu_collect_cb, &got, &done), MTPLX_OK);
+    const mtplx_gen_stats *st = mtplx_gen_get_stats(g);
+    assert_true(st->accepted[1] > 5 && st->accepted[1] < st->drafted[1]); /* kept and rejected */
+    mtplx_gen_free(g);
+    static int32_t seq[256];
+    memcpy(seq, prompt, sizeof prompt);
+    memcpy(seq + 6, got.ids, (size_t)got.n * sizeof(int32_t));
+    int32_t n = 6 + got.n - 1, x = seq[n], V = m->hp.n_vocab, dc[3], df[3];
+    assert_int_equal(mtplx_ctx_n_past(c), n);
+    assert_int_equal(mtplx_forward(f, seq, n, false), MTPLX_OK);
+    assert_int_equal(mtplx_mtp_draft(c, x, 3, argmax_draft, &V, dc), MTPLX_OK);
+    assert_int_equal(mtplx_mtp_draft(f, x, 3, argmax_draft, &V, df), MTPLX_OK);
+    for (int d = 0; d < 3; d++) assert_int_equal(dc[d], df[d]);
+    int64_t e = m->hp.n_embd;
+    double worst = 0;
+    for (int d = 1; d <= 3; d++) {
+        assert_int_equal(c->valid[d], f->valid[d]);
+        for (int64_t i = 0; i < (int64_t)c->valid[d] * e; i++) {
+            double diff = fabs(c->hist[d][i] - f->hist[d][i]) / (1.0 + fabs(f->hist[d][i]));
+            if (diff > worst) worst = diff;
+        }
+    }
+    print_message("head rows taken over: worst relative difference %.3g\n", worst);
+    assert_true(worst < 1e-4);
+    mtplx_ctx_free(f);
+    mtplx_ctx_free(c);
+    mtplx_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sampler_transforms),
         cmocka_unit_test(rejection_sampler_exact),
         cmocka_unit_test(greedy_equal),
+        cmocka_unit_test(greedy_equal_q8_head),
+        cmocka_unit_test(greedy_equal_penalties),
         cmocka_unit_test(distribution_exact),
         cmocka_unit_test(distribution_exact_draft_vocab),
         cmocka_unit_test(cache_integrity),
         cmocka_unit_test(long_prompt_and_interleaved_steps),
         cmocka_unit_test(batched_step_many),
+        cmocka_unit_test(head_rows_taken_over),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -228,6 +228,7 @@ int32_t mtplx_ctx_n_past(const mtplx_ctx *c) { return c->n_past; }
 int32_t mtplx_ctx_n_ctx(const mtplx_ctx *c) { return c->n_ctx; }
 
 void mtplx_ctx_heads_keep(mtplx_ctx *c, int32_t common) {
+    c->spec_k = 0; /* the sequence changed: no speculative row is taken over */
     /* stream d row j used token j+d: valid only while j + d < common */
     for (int d = 1; d <= c->n_streams; d++) {
         int32_t lim = common - d > 0 ? common - d : 0;
@@ -271,6 +272,28 @@ mtplx_status mtplx_ctx_decode(mtplx_ctx *c, const int32_t *tokens, int32_t n, bo
     return MTPLX_OK;
 }
 
+/* Rows of the last draft's speculative rows whose inputs turned out to be
+ * committed (their drafts were accepted) become history: stream d row j
+ * depends on token t_{j+d}, on stream d-1 row j and on stream d's own rows
+ * below j, so it is taken over while t_{j+d} is committed and equals the
+ * draft it was made from, stream d-1 row j is history, and every row below
+ * it was taken over. Its K/V are already in stream d's cache. At full
+ * acceptance this leaves each stream a+1 new rows per step instead of a+d. */
+static void take_over_spec_rows(mtplx_ctx *c, int32_t N) {
+    int64_t e = c->model->hp.n_embd;
+    for (int32_t d = 1; d <= c->spec_k && d <= c->n_streams; d++) {
+        /* spec rows use drafts only: spec_N < j + d <= spec_N + spec_k */
+        for (int32_t j = c->valid[d]; j >= c->spec_row0[d] && j < c->spec_N && j < c->valid[d - 1] &&
+                                      j + d > c->spec_N && j + d <= N &&
+                                      c->tokens[j + d] == c->spec_drafts[j + d - c->spec_N - 1];
+             j++) {
+            memcpy(c->hist[d] + j * e, c->spec[d] + (j - c->spec_row0[d]) * e, (size_t)e * sizeof(float));
+            c->valid[d] = j + 1;
+        }
+    }
+    c->spec_k = 0;
+}
+
 /* Draft: for d = 1..k run stream d over rows [valid[d], N) (N = n_past, the
  * pending token x sits at N): rows below N+1-d have committed inputs and are
  * cached, the rest use drafts and this step's speculative rows of stream
@@ -284,7 +307,8 @@ mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn 
     int32_t N = c->n_past;
     MTPLX_ASSERT(N >= 1);
     c->tokens[N] = x; /* the verify pass writes the same token here */
-    int32_t spec_lo[MTPLX_MAX_DRAFT + 1]; /* first speculative row of each stream */
+    take_over_spec_rows(c, N);
+    int32_t spec_lo[MTPLX_MAX_DRAFT + 1] = {0}; /* first speculative row of each stream */
     spec_lo[0] = N;
     c->valid[0] = N;
     for (int32_t d = 1; d <= k; d++) {
@@ -339,6 +363,10 @@ mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn 
         for (int32_t t = n_out; t < m->hp.n_vocab; t++) ql[t] = -INFINITY;
         drafts[d - 1] = fn(user, d, ql, drafts);
     }
+    c->spec_N = N;
+    c->spec_k = k;
+    memcpy(c->spec_row0, spec_lo, sizeof spec_lo);
+    memcpy(c->spec_drafts, drafts, (size_t)k * sizeof(int32_t));
     return MTPLX_OK;
 }
 

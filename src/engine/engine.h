@@ -23,7 +23,8 @@ struct mtplx_ctx {
      * attending to stream d's own K/V at rows <= j, RoPE position j; its
      * logits predict t_{j+d+1}. Rows whose inputs are all committed are
      * cached (valid[d]); the last d-1 rows of stream d depend on drafts and
-     * are recomputed every step. Hidden states are kept for every position,
+     * are speculative: the next step takes over those whose drafts were
+     * accepted and recomputes the rest. Hidden states are kept for every position,
      * so rolling back is again only counters. */
     bool has_mtp;
     int32_t n_streams;                 /* streams allocated (<= MTPLX_MAX_DRAFT) */
@@ -32,6 +33,13 @@ struct mtplx_ctx {
     float *hist[MTPLX_MAX_DRAFT];      /* hist[0] = h, hist[d] = g_d: [n_ctx][n_embd] */
     float *spec[MTPLX_MAX_DRAFT + 1];  /* speculative g_d rows of this step: [MAX][n_embd] */
     int32_t valid[MTPLX_MAX_DRAFT + 1];/* valid[d]: rows of stream d cached (valid[0] = n_past) */
+    /* The last draft's speculative rows, kept so that the next draft can
+     * take over those whose drafts were accepted instead of recomputing
+     * them: stream d held rows [spec_row0[d], spec_N) in spec[d] (and its
+     * K/V cache), made from drafts spec_drafts[0..spec_k); spec_k = 0: none. */
+    int32_t spec_N, spec_k;
+    int32_t spec_row0[MTPLX_MAX_DRAFT + 1];
+    int32_t spec_drafts[MTPLX_MAX_DRAFT];
     int32_t draft_n_out;               /* vocabulary prefix the head drafts over (set by mtplx_gen_start; 0 = all) */
     float *stage;                      /* [n_batch][n_embd] head input staging */
     int32_t *stage_tok;                /* [n_batch] */
@@ -73,6 +81,11 @@ typedef struct mtplx_history {
  * mask, if set, forbids tokens first. */
 void mtplx_sampler_dist(const float *logits, int32_t n_vocab, const mtplx_sampler_params *sp,
                         mtplx_history hist, float *probs, float *work, int32_t *work_idx);
+/* The token of mtplx_sampler_dist's one-hot at temperature 0 (penalties,
+ * then the first largest logit) without writing the distribution; work is
+ * used only when penalties apply. */
+int32_t mtplx_sampler_greedy(const float *logits, int32_t n_vocab, const mtplx_sampler_params *sp,
+                             mtplx_history hist, float *work);
 /* Inverse-CDF draw from a dense distribution with uniform u. */
 int32_t mtplx_sample_dist(const float *probs, int32_t n_vocab, double u);
 /* Whether any repetition / presence / frequency penalty is set. */
@@ -129,7 +142,8 @@ typedef struct mtplx_gen_state {
 
 /* The Leviathan-Chen test at one position: draft x ~ q is accepted when
  * u < p(x) / q(x) (greedy: when x is p's argmax, p one-hot). On rejection p
- * is replaced by the residual normalize(max(0, p - q)) to sample from. */
+ * is replaced by the residual normalize(max(0, p - q)) to sample from;
+ * greedy, q is not read (the residual of two one-hots is p itself). */
 bool mtplx_accept_or_residual(float *p, const float *q, int32_t V, int32_t x, double u, bool greedy);
 
 /* The step in its parts, for batching several contexts' verifications into

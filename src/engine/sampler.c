@@ -91,6 +91,20 @@ static void top_sorted(int32_t *idx, int32_t n, int32_t k, const float *p) {
     qsort_r(idx, (size_t)(k < n ? k : n), sizeof *idx, cmp_desc, (void *)p);
 }
 
+int32_t mtplx_sampler_greedy(const float *logits, int32_t V, const mtplx_sampler_params *sp,
+                             mtplx_history hist, float *work) {
+    const float *l = logits;
+    if (mtplx_sampler_has_penalties(sp) && hist.n > 0) {
+        memcpy(work, logits, (size_t)V * sizeof(float));
+        apply_penalties(work, V, sp, hist);
+        l = work;
+    }
+    int32_t best = 0; /* the first largest, as mtplx_sampler_dist's one-hot */
+    for (int32_t i = 1; i < V; i++)
+        if (l[i] > l[best]) best = i;
+    return best;
+}
+
 void mtplx_sampler_dist(const float *logits, int32_t V, const mtplx_sampler_params *sp,
                         mtplx_history hist, float *probs, float *work, int32_t *idx) {
     memcpy(work, logits, (size_t)V * sizeof(float));

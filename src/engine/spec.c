@@ -54,8 +54,11 @@ static int32_t draw(const float *dist, int32_t V, const mtplx_sampler_params *sp
 }
 
 bool mtplx_accept_or_residual(float *p, const float *q, int32_t V, int32_t x, double u, bool greedy) {
+    /* greedy: p and q are one-hot, so on rejection (x is not p's argmax)
+     * max(0, p - q) is p: nothing to compute, and q is never needed */
+    if (greedy) return p[x] > 0.5f;
     /* accept x with probability min(1, p(x) / q(x)); q(x) > 0 as x ~ q */
-    if (greedy ? p[x] > 0.5f : u < (q[x] > 0 ? (double)p[x] / q[x] : 0.0)) return true;
+    if (u < (q[x] > 0 ? (double)p[x] / q[x] : 0.0)) return true;
     /* rejected: the residual normalize(max(0, p - q)) */
     double s = 0;
     for (int32_t t = 0; t < V; t++) s += p[t] > q[t] ? p[t] - q[t] : 0;
@@ -70,11 +73,22 @@ typedef struct {
     int64_t N;
 } draft_ctx;
 
-/* q_d from the head's logits, and the draft d_d drawn from it. */
+/* q_d from the head's logits, and the draft d_d drawn from it. Greedy, only
+ * the draft: q_d would be its one-hot, which the greedy test never reads
+ * (mtplx_accept_or_residual), so the dense copy, fill and second pass over
+ * the vocabulary are skipped. */
 static int32_t draft_one(void *user, int32_t d, float *logits, const int32_t *drafts) {
     draft_ctx *dc = user;
     mtplx_ctx *c = dc->c;
-    dist_at(c, dc->gs, drafts, d - 1, logits, c->q[d]);
+    mtplx_gen_state *gs = dc->gs;
+    if (gs->gp->sampling.temperature <= 0.0f) {
+        int32_t V = c->model->hp.n_vocab;
+        apply_mask(gs, drafts, d - 1, logits, V);
+        memcpy(gs->hist + gs->n_hist, drafts, (size_t)(d - 1) * sizeof(int32_t));
+        mtplx_history h = {gs->hist, gs->n_hist + d - 1};
+        return mtplx_sampler_greedy(logits, V, &gs->gp->sampling, h, c->work);
+    }
+    dist_at(c, gs, drafts, d - 1, logits, c->q[d]);
     return draw(c->q[d], c->model->hp.n_vocab, &dc->gs->gp->sampling, (uint64_t)(dc->N + d), RNG_DRAFT);
 }
 

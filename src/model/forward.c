@@ -171,10 +171,10 @@ static void layer_forward(const mtplx_model *m, const mtplx_layer *L, mtplx_back
  * n_out < n_vocab: the first n_out outputs only (rows of the output matrix
  * are whole rows in both the plain and the prepared 8-row-tile layouts, so a
  * prefix of them is itself a valid weight). */
-static void head(const mtplx_model *m, const float *norm, mtplx_backend *be, mtplx_acts *a,
-                 int64_t first, int64_t cnt, int64_t n_out) {
+static void head(const mtplx_model *m, const mtplx_weight *out, const float *norm, mtplx_backend *be,
+                 mtplx_acts *a, int64_t first, int64_t cnt, int64_t n_out) {
     int64_t e = m->hp.n_embd;
-    mtplx_weight w = m->output;
+    mtplx_weight w = *out;
     if (n_out > 0 && n_out < w.m) {
         MTPLX_ASSERT(n_out % 8 == 0 && cnt == 1);
         w.m = n_out;
@@ -207,8 +207,8 @@ static void trunk_ops(const mtplx_model *m, mtplx_backend *be, mtplx_acts *a, co
     mtplx_be_get_rows(be, &m->tok_embd, tokens, n, a->x);
     for (int l = 0; l < m->hp.n_layer; l++) layer_forward(m, &m->layers[l], be, l, a, segs, nseg);
     mtplx_be_copy(be, a->hidden, a->x, (size_t)(n * e) * sizeof(float));
-    if (all_logits) head(m, m->output_norm, be, a, 0, n, 0);
-    else head(m, m->output_norm, be, a, n - 1, 1, 0);
+    if (all_logits) head(m, &m->output, m->output_norm, be, a, 0, n, 0);
+    else head(m, &m->output, m->output_norm, be, a, n - 1, 1, 0);
 }
 
 void mtplx_model_forward_segs(const mtplx_model *m, mtplx_backend *be, mtplx_acts *a,
@@ -251,7 +251,7 @@ static void mtp_ops(const mtplx_model *m, int hi, mtplx_backend *be, mtplx_kv *k
     mtplx_seg seg = {kv, pos0, n};
     layer_forward(m, &h->layer, be, 0, a, &seg, 1);
     mtplx_be_copy(be, a->hidden, a->x, (size_t)(n * e) * sizeof(float));
-    head(m, h->norm, be, a, n - 1, 1, n_out);
+    head(m, m->draft_output.data ? &m->draft_output : &m->output, h->norm, be, a, n - 1, 1, n_out);
 }
 
 void mtplx_mtp_forward(const mtplx_model *m, int hi, mtplx_backend *be, mtplx_kv *kv,

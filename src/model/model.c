@@ -24,7 +24,8 @@ const mtplx_arch *mtplx_arch_find(const char *name) {
 }
 
 mtplx_model_params mtplx_model_default_params(void) {
-    return (mtplx_model_params){.tokenizer_path = NULL, .load_mtp = true, .vocab_only = false};
+    return (mtplx_model_params){.tokenizer_path = NULL, .load_mtp = true, .vocab_only = false,
+                                .mtp_q8_0 = false, .draft_lm_q4_0 = false};
 }
 
 static mtplx_status own(mtplx_model *m, void *p) {
@@ -157,6 +158,39 @@ static mtplx_status load_layer(mtplx_model *m, int blk, mtplx_layer *L) {
     return MTPLX_OK;
 }
 
+/* A copy of a matrix in another block type (Q8_0, Q4_0), in the prepared
+ * layout, replacing it in *w: a Q8_0 head is half the bytes of a BF16 one, a
+ * Q4_0 lm_head 0.56 of a Q8_0 one. Only for drafting, on request: these
+ * weights make the draft distribution q only, and the rejection test is
+ * exact for any q, so the output is unchanged; acceptance may not be. */
+static mtplx_status requant(mtplx_model *m, mtplx_weight *w, int type) {
+    if (w->type == type || w->k % QK8_0) return MTPLX_OK;
+    size_t src_rs = mtplx_row_size(w->type, w->k), rs = mtplx_row_size(type, w->k);
+    uint8_t *q = mtplx_aligned_alloc(64, rs * (size_t)w->m);
+    float *row = malloc((size_t)w->k * sizeof(float));
+    if (!q || !row) {
+        free(q);
+        free(row);
+        return mtplx_fail(MTPLX_ERR_NOMEM, "out of memory for a Q8_0 copy of the MTP head");
+    }
+    for (int64_t r = 0; r < w->m; r++) {
+        mtplx_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * src_rs, row, w->k);
+        mtplx_quantize_row(type, row, q + (size_t)r * rs, w->k);
+    }
+    free(row);
+    MTPLX_TRY(own(m, q));
+    *w = (mtplx_weight){.type = type, .m = w->m, .k = w->k, .data = q};
+    return prepare(m, w);
+}
+
+static mtplx_status head_q8_0(mtplx_model *m, mtplx_mtp_head *h) {
+    mtplx_weight *ws[] = {&h->eh_proj,      &h->layer.wq,     &h->layer.wk,   &h->layer.wv,
+                          &h->layer.wo,     &h->layer.w_gate, &h->layer.w_up, &h->layer.w_down};
+    for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
+        if (!mtplx_type_info(ws[i]->type)->is_quantized) MTPLX_TRY(requant(m, ws[i], MTPLX_TYPE_Q8_0));
+    return MTPLX_OK;
+}
+
 static mtplx_status load_mtp(mtplx_model *m, int i, mtplx_mtp_head *h) {
     int blk = m->hp.n_layer + i;
     int64_t e = m->hp.n_embd;
@@ -275,7 +309,17 @@ static mtplx_status build(mtplx_model *m, const mtplx_model_params *p) {
     if (p->load_mtp && n_nextn > 0) {
         m->mtp = calloc((size_t)n_nextn, sizeof *m->mtp);
         if (!m->mtp) return mtplx_fail(MTPLX_ERR_NOMEM, "out of memory");
-        for (int i = 0; i < n_nextn; i++) MTPLX_TRY(load_mtp(m, i, &m->mtp[i]));
+        const char *q8 = getenv("MTPLX_MTP_Q8_0"); /* for tools without the flag */
+        bool to_q8 = p->mtp_q8_0 || (q8 && *q8 && *q8 != '0');
+        for (int i = 0; i < n_nextn; i++) {
+            MTPLX_TRY(load_mtp(m, i, &m->mtp[i]));
+            if (to_q8) MTPLX_TRY(head_q8_0(m, &m->mtp[i]));
+        }
+        const char *lq = getenv("MTPLX_DRAFT_LM_Q4_0"); /* likewise */
+        if (p->draft_lm_q4_0 || (lq && *lq && *lq != '0')) {
+            m->draft_output = m->output;
+            MTPLX_TRY(requant(m, &m->draft_output, MTPLX_TYPE_Q4_0));
+        }
         m->n_mtp = (int32_t)n_nextn;
     }
     return mtplx_model_embed_setup(m); /* embedder / reranker roles (model/encoder.c) */

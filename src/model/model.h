@@ -57,6 +57,7 @@ struct mtplx_model {
     char name[128];
     mtplx_weight tok_embd;  /* [n_vocab, n_embd] */
     mtplx_weight output;    /* [n_vocab, n_embd]; = tok_embd when tied */
+    mtplx_weight draft_output; /* opt-in copy of output the MTP head drafts with, or .data NULL */
     bool tied;
     float *output_norm;     /* [n_embd] */
     float *inv_freq;        /* [head_dim/2], llama3 scaling / rope_freqs applied */
