@@ -110,14 +110,17 @@ typedef struct mtplx_model_params {
     const char *tokenizer_path; /* llama2.c .bin: its tokenizer; NULL = look beside it */
     bool load_mtp;              /* load MTP heads when present (default true) */
     bool vocab_only;            /* only the tokenizer and metadata */
-    /* Draft with a Q8_0 copy of float MTP head matrices (default false; the
-     * environment variable MTPLX_MTP_Q8_0=1 sets it too): half the bytes of a
-     * BF16 head per draft step. The output is unchanged (the rejection test is
-     * exact for any draft distribution); acceptance can change. */
+    /* Draft with a Q8_0 copy of float MTP head matrices (default true; the
+     * environment variable MTPLX_MTP_Q8_0=0/1 overrides it): half the bytes
+     * of a BF16 head per draft step. The output is unchanged (the rejection
+     * test is exact for any draft distribution); acceptance can change (on
+     * the built-in model it did not: bench/RESULTS.md section 6). */
     bool mtp_q8_0;
-    /* Draft with a Q4_0 copy of the output matrix (lm_head) (default false;
-     * MTPLX_DRAFT_LM_Q4_0=1 too): 0.56 of a Q8_0 lm_head's bytes per draft
-     * step, the verifier keeps the original. Exact; acceptance can change. */
+    /* Draft with a Q4_0 copy of the output matrix (lm_head) (default true;
+     * MTPLX_DRAFT_LM_Q4_0=0/1 overrides it; made only for a model with MTP
+     * heads, used by the CPU backend only): 0.56 of a Q8_0 lm_head's bytes
+     * per draft step, the verifier keeps the original. Exact; acceptance can
+     * change; costs the copy's memory (n_vocab x n_embd x 0.5625 bytes). */
     bool draft_lm_q4_0;
 } mtplx_model_params;
 

@@ -9,11 +9,12 @@
 #include "test_util.h"
 
 /* q8_head: the head's matrices as the Q8_0 draft copy (MTPLX_MTP_Q8_0) and
- * the lm_head the head drafts with as a Q4_0 copy (MTPLX_DRAFT_LM_Q4_0),
- * which may change acceptance but never the output. */
+ * the lm_head the head drafts with as a Q4_0 copy (MTPLX_DRAFT_LM_Q4_0), the
+ * defaults, which may change acceptance but never the output; without: the
+ * head's own F32 weights. */
 static void greedy_equal_with(bool q8_head) {
-    if (q8_head) setenv("MTPLX_MTP_Q8_0", "1", 1);
-    if (q8_head) setenv("MTPLX_DRAFT_LM_Q4_0", "1", 1);
+    setenv("MTPLX_MTP_Q8_0", q8_head ? "1" : "0", 1);
+    setenv("MTPLX_DRAFT_LM_Q4_0", q8_head ? "1" : "0", 1);
     mtplx_model *m = tu_random_model(1, 3.0f);
     unsetenv("MTPLX_MTP_Q8_0");
     unsetenv("MTPLX_DRAFT_LM_Q4_0");

@@ -229,9 +229,17 @@ static bool decode_finish(mtplx_gen *g) {
         mtplx_step_result res;
         mtplx_spec_accept(c, &g->gs, g->batch + 1, g->k, &res);
         g->steps++;
-        for (int32_t i = 0; i < res.n && go; i++)
+        int32_t i = 0;
+        while (i < res.n && go) {
             go = emit(g, res.ids[i], res.src[i], res.src[i] == MTPLX_SRC_DRAFTED ? i + 1 : 0,
                       res.logprob[i], res.logits[i]);
+            i++;
+        }
+        /* a stop inside the step (length, EOS, the callback): the cache keeps
+         * the emitted tokens but the last, as after any other stop, so the
+         * accepted drafts past it go (the next turn's prefix match and
+         * mtplx_ctx_n_past see only what the caller saw) */
+        if (!go && i < res.n) (void)mtplx_ctx_truncate(c, c->n_past - (res.n - i));
         g->x = res.ids[res.n - 1];
         if (g->gp.adaptive_depth) g->cur_depth = adapt_depth(&g->st, g->depth, g->steps);
     } else {

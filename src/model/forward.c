@@ -251,7 +251,10 @@ static void mtp_ops(const mtplx_model *m, int hi, mtplx_backend *be, mtplx_kv *k
     mtplx_seg seg = {kv, pos0, n};
     layer_forward(m, &h->layer, be, 0, a, &seg, 1);
     mtplx_be_copy(be, a->hidden, a->x, (size_t)(n * e) * sizeof(float));
-    head(m, m->draft_output.data ? &m->draft_output : &m->output, h->norm, be, a, n - 1, 1, n_out);
+    /* the Q4_0 draft copy of the lm_head on the CPU; the GPU's fast GEMV
+     * reads the original types (mmv.cu) */
+    bool draft_lm = m->draft_output.data && !strcmp(be->name, "cpu");
+    head(m, draft_lm ? &m->draft_output : &m->output, h->norm, be, a, n - 1, 1, n_out);
 }
 
 void mtplx_mtp_forward(const mtplx_model *m, int hi, mtplx_backend *be, mtplx_kv *kv,

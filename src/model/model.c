@@ -25,7 +25,7 @@ const mtplx_arch *mtplx_arch_find(const char *name) {
 
 mtplx_model_params mtplx_model_default_params(void) {
     return (mtplx_model_params){.tokenizer_path = NULL, .load_mtp = true, .vocab_only = false,
-                                .mtp_q8_0 = false, .draft_lm_q4_0 = false};
+                                .mtp_q8_0 = true, .draft_lm_q4_0 = true};
 }
 
 static mtplx_status own(mtplx_model *m, void *p) {
@@ -309,14 +309,16 @@ static mtplx_status build(mtplx_model *m, const mtplx_model_params *p) {
     if (p->load_mtp && n_nextn > 0) {
         m->mtp = calloc((size_t)n_nextn, sizeof *m->mtp);
         if (!m->mtp) return mtplx_fail(MTPLX_ERR_NOMEM, "out of memory");
-        const char *q8 = getenv("MTPLX_MTP_Q8_0"); /* for tools without the flag */
-        bool to_q8 = p->mtp_q8_0 || (q8 && *q8 && *q8 != '0');
+        /* the environment overrides the parameter either way (for tools
+         * without the flag, and for A/B runs) */
+        const char *q8 = getenv("MTPLX_MTP_Q8_0");
+        bool to_q8 = q8 && *q8 ? *q8 != '0' : p->mtp_q8_0;
         for (int i = 0; i < n_nextn; i++) {
             MTPLX_TRY(load_mtp(m, i, &m->mtp[i]));
             if (to_q8) MTPLX_TRY(head_q8_0(m, &m->mtp[i]));
         }
         const char *lq = getenv("MTPLX_DRAFT_LM_Q4_0"); /* likewise */
-        if (p->draft_lm_q4_0 || (lq && *lq && *lq != '0')) {
+        if (lq && *lq ? *lq != '0' : p->draft_lm_q4_0) {
             m->draft_output = m->output;
             MTPLX_TRY(requant(m, &m->draft_output, MTPLX_TYPE_Q4_0));
         }
