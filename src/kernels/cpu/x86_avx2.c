@@ -4,7 +4,8 @@
  * matmul: each weight row (or row block) is loaded once and applied to up to
  * NT_MAX tokens held in registers; K-quants keep integer sums per super-block
  * and convert to float once per 256 values. Activations arrive quantized
- * (see kernels_impl.h). Also: activation quantizers bit-identical to the
+ * (see kernels_impl.h); float weights take register tiles of 3 rows x 4
+ * tokens (x86_float_tmpl.h). Also: activation quantizers bit-identical to the
  * reference, small elementwise ops with a vectorized exp, and attention with
  * F16C key/value loads or over a Q8_0 cache (int8 dots for the scores).
  * Not here: AVX-512 (x86_avx512.c). */
@@ -156,70 +157,10 @@ static void mm_q6_K_avx2(const mm_args *a, int64_t r0, int64_t r1) {
 }
 
 /* ---- F32 / F16 / BF16 weights against f32 activations ---- */
-AI __m256 load_w8(int type, const void *w, int64_t j) {
-    if (type == MTPLX_TYPE_F32) return _mm256_loadu_ps((const float *)w + j);
-    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + j));
-    if (type == MTPLX_TYPE_F16) return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-AI float load_w1(int type, const void *w, int64_t j) {
-    if (type == MTPLX_TYPE_F32) return ((const float *)w)[j];
-    uint16_t h = ((const uint16_t *)w)[j];
-    return type == MTPLX_TYPE_F16 ? f16_to_f32(h) : mtplx_bf16_to_fp32(h);
-}
-
-AI void float_row(const mm_args *a, int64_t r, int64_t t0, const int nt, const int type) {
-    const int64_t k = a->k;
-    const void *w = a->W + (size_t)r * a->w_stride;
-    const float *x = a->x + t0 * k;
-    __m256 acc[NT_MAX][2];
-    UNROLL
-    for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    int64_t j = 0;
-    for (; j + 16 <= k; j += 16) {
-        __m256 w0 = load_w8(type, w, j), w1 = load_w8(type, w, j + 8);
-        UNROLL
-        for (int t = 0; t < nt; t++) {
-            acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + t * k + j), acc[t][0]);
-            acc[t][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + t * k + j + 8), acc[t][1]);
-        }
-    }
-    for (; j + 8 <= k; j += 8) {
-        __m256 w0 = load_w8(type, w, j);
-        UNROLL
-        for (int t = 0; t < nt; t++)
-            acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + t * k + j), acc[t][0]);
-    }
-    __m256 res[NT_MAX];
-    UNROLL
-    for (int t = 0; t < nt; t++) res[t] = _mm256_add_ps(acc[t][0], acc[t][1]);
-    if (j < k) {
-        float tail[NT_MAX] = {0};
-        for (; j < k; j++) {
-            float wj = load_w1(type, w, j);
-            UNROLL
-            for (int t = 0; t < nt; t++) tail[t] += wj * x[t * k + j];
-        }
-        UNROLL
-        for (int t = 0; t < nt; t++)
-            res[t] = _mm256_add_ps(res[t], _mm256_setr_ps(tail[t], 0, 0, 0, 0, 0, 0, 0));
-    }
-    store_results(a, r, t0, nt, res);
-}
-
-#define F32_ROW(a, r, t0, nt) float_row(a, r, t0, nt, MTPLX_TYPE_F32)
-#define F16_ROW(a, r, t0, nt) float_row(a, r, t0, nt, MTPLX_TYPE_F16)
-#define BF16_ROW(a, r, t0, nt) float_row(a, r, t0, nt, MTPLX_TYPE_BF16)
-static void mm_f32_avx2(const mm_args *a, int64_t r0, int64_t r1) {
-    FOR_ROWS_AND_TOKENS(F32_ROW, a, r0, r1);
-}
-static void mm_f16_avx2(const mm_args *a, int64_t r0, int64_t r1) {
-    FOR_ROWS_AND_TOKENS(F16_ROW, a, r0, r1);
-}
-static void mm_bf16_avx2(const mm_args *a, int64_t r0, int64_t r1) {
-    FOR_ROWS_AND_TOKENS(BF16_ROW, a, r0, r1);
-}
+#include "kernels/cpu/x86_float_tmpl.h"
+static void mm_f32_avx2(const mm_args *a, int64_t r0, int64_t r1) { float_mm(a, r0, r1, MTPLX_TYPE_F32); }
+static void mm_f16_avx2(const mm_args *a, int64_t r0, int64_t r1) { float_mm(a, r0, r1, MTPLX_TYPE_F16); }
+static void mm_bf16_avx2(const mm_args *a, int64_t r0, int64_t r1) { float_mm(a, r0, r1, MTPLX_TYPE_BF16); }
 
 /* ---- activation quantizers (bit-identical to the reference) ---- */
 AI float hmax8(__m256 v) {
