@@ -4,7 +4,8 @@
  *  - every SIMD variant this CPU has equals the reference on odd shapes and
  *    n = 1..16 and 67, within a tolerance relative to sum |w x|;
  *  - results with 2 and 3 threads are bit-identical to 1 thread;
- *  - BF16 at decode sizes is batch invariant. */
+ *  - BF16 at decode sizes is batch invariant;
+ *  - a token's results do not depend on the batch (prepared and float). */
 #include "test_kernels_util.h"
 
 /* SIMD vs reference: the integer parts are exact, only the order of float
@@ -261,10 +262,10 @@ static void test_prepared_batch_invariance(void **state) {
     mtplx_threadpool_free(tp3);
 }
 
-/* BF16 at decode / draft sizes (n <= 8: the MTP head's path): every variant
- * against the reference on shapes with odd row counts and k that is not a
- * multiple of 16 or 8, and batch invariance: a token's results are the same
- * bits alone as among n tokens (the draft takes over rows computed in
+/* BF16 at decode / draft sizes (n <= 8: a BF16 MTP head's path): every
+ * variant against the reference on shapes with odd row counts and k that is
+ * not a multiple of 16 or 8, and batch invariance: a token's results are the
+ * same bits alone as among n tokens (the draft takes over rows computed in
  * batches of other sizes). */
 static void test_bf16_decode(void **state) {
     (void)state;
@@ -311,6 +312,40 @@ static void test_bf16_decode(void **state) {
             }
 }
 
+/* Batch invariance for float weights: a token's row of y has the same bits alone,
+ * in a small group (the decode / verification order) and among 67 tokens
+ * (the prefill order), over k blocks with a tail (k = 517). */
+static void test_float_batch_invariance(void **state) {
+    (void)state;
+    static const int float_types[] = {MTPLX_TYPE_F32, MTPLX_TYPE_F16, MTPLX_TYPE_BF16};
+    rng r = {17};
+    for (int v = 0; v < N_ISAS; v++) {
+        if (!use_isa(all_isas[v])) continue;
+        for (size_t ti = 0; ti < 3; ti++) {
+            int type = float_types[ti];
+            mm_case c = make_case(&r, type, 45, k_for(type, 0), 67);
+            size_t ysz = (size_t)(c.n * c.m) * sizeof(float);
+            float *y = xalloc(ysz), *y1 = xalloc(ysz), *y5 = xalloc(ysz);
+            run(NULL, &c, y);
+            mm_case part = c;
+            for (int64_t t = 0; t < c.n; t++) { /* one at a time */
+                part.x = c.x + t * c.k;
+                part.n = 1;
+                run(NULL, &part, y1 + t * c.m);
+            }
+            for (int64_t t = 0; t < c.n; t += 5) { /* groups of 5, the last of 2 */
+                part.x = c.x + t * c.k;
+                part.n = c.n - t < 5 ? c.n - t : 5;
+                run(NULL, &part, y5 + t * c.m);
+            }
+            assert_memory_equal(y, y1, ysz);
+            assert_memory_equal(y, y5, ysz);
+            free(y), free(y1), free(y5);
+            free_case(&c);
+        }
+    }
+}
+
 static void test_isa_selection(void **state) {
     (void)state;
     assert_true(mtplx_kernels_force("ref"));
@@ -334,6 +369,7 @@ int main(void) {
         cmocka_unit_test(test_prepared_vs_reference),
         cmocka_unit_test(test_prepared_batch_invariance),
         cmocka_unit_test(test_bf16_decode),
+        cmocka_unit_test(test_float_batch_invariance),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,8 @@
  * matmul: each weight row (or row block) is loaded once and applied to up to
  * NT_MAX tokens held in registers; K-quants keep integer sums per super-block
  * and convert to float once per 256 values. Activations arrive quantized
- * (see kernels_impl.h). Also: activation quantizers bit-identical to the
+ * (see kernels_impl.h); float weights take register tiles of 3 rows x 4
+ * tokens (x86_float_tmpl.h). Also: activation quantizers bit-identical to the
  * reference, small elementwise ops with a vectorized exp, and attention with
  * F16C key/value loads or over a Q8_0 cache (int8 dots for the scores).
  * Not here: AVX-512 (x86_avx512.c). */
@@ -156,179 +157,10 @@ static void mm_q6_K_avx2(const mm_args *a, int64_t r0, int64_t r1) {
 }
 
 /* ---- F32 / F16 / BF16 weights against f32 activations ---- */
-AI __m256 load_w8(int type, const void *w, int64_t j) {
-    if (type == MTPLX_TYPE_F32) return _mm256_loadu_ps((const float *)w + j);
-    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + j));
-    if (type == MTPLX_TYPE_F16) return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-AI float load_w1(int type, const void *w, int64_t j) {
-    if (type == MTPLX_TYPE_F32) return ((const float *)w)[j];
-    uint16_t h = ((const uint16_t *)w)[j];
-    return type == MTPLX_TYPE_F16 ? f16_to_f32(h) : mtplx_bf16_to_fp32(h);
-}
-
-AI void float_row(const mm_args *a, int64_t r, int64_t t0, const int nt, const int type) {
-    const int64_t k = a->k;
-    const void *w = a->W + (size_t)r * a->w_stride;
-    const float *x = a->x + t0 * k;
-    __m256 acc[NT_MAX][2];
-    UNROLL
-    for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    int64_t j = 0;
-    for (; j + 16 <= k; j += 16) {
-        __m256 w0 = load_w8(type, w, j), w1 = load_w8(type, w, j + 8);
-        UNROLL
-        for (int t = 0; t < nt; t++) {
-            acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + t * k + j), acc[t][0]);
-            acc[t][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + t * k + j + 8), acc[t][1]);
-        }
-    }
-    for (; j + 8 <= k; j += 8) {
-        __m256 w0 = load_w8(type, w, j);
-        UNROLL
-        for (int t = 0; t < nt; t++)
-            acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + t * k + j), acc[t][0]);
-    }
-    __m256 res[NT_MAX];
-    UNROLL
-    for (int t = 0; t < nt; t++) res[t] = _mm256_add_ps(acc[t][0], acc[t][1]);
-    if (j < k) {
-        float tail[NT_MAX] = {0};
-        for (; j < k; j++) {
-            float wj = load_w1(type, w, j);
-            UNROLL
-            for (int t = 0; t < nt; t++) tail[t] += wj * x[t * k + j];
-        }
-        UNROLL
-        for (int t = 0; t < nt; t++)
-            res[t] = _mm256_add_ps(res[t], _mm256_setr_ps(tail[t], 0, 0, 0, 0, 0, 0, 0));
-    }
-    store_results(a, r, t0, nt, res);
-}
-
-#define F32_ROW(a, r, t0, nt) float_row(a, r, t0, nt, MTPLX_TYPE_F32)
-#define F16_ROW(a, r, t0, nt) float_row(a, r, t0, nt, MTPLX_TYPE_F16)
-#define BF16_ROW(a, r, t0, nt) float_row(a, r, t0, nt, MTPLX_TYPE_BF16)
-static void mm_f32_avx2(const mm_args *a, int64_t r0, int64_t r1) {
-    FOR_ROWS_AND_TOKENS(F32_ROW, a, r0, r1);
-}
-static void mm_f16_avx2(const mm_args *a, int64_t r0, int64_t r1) {
-    FOR_ROWS_AND_TOKENS(F16_ROW, a, r0, r1);
-}
-static void mm_bf16_avx2(const mm_args *a, int64_t r0, int64_t r1) {
-    FOR_ROWS_AND_TOKENS(BF16_ROW, a, r0, r1);
-}
-
-/* ---- BF16 weights, few tokens (decode, MTP draft and verify) ----
- * The MTP head is BF16 and runs 1..k+1 rows per draft step, so this path is
- * the draft's main cost. Against float_row above it converts a weight once
- * for all tokens of a pass and shares each activation load among the 2-4
- * rows of a pass: 16 weights are one 32-byte load, a 64-bit lane permute and
- * two unpacks against zero (a bf16 is the high half of its f32), in the
- * order of x. Every (row, token) result is one accumulator chain in the same
- * order, then the same horizontal sum and tail, so a token's result does not
- * depend on n or on which rows share its pass (batch invariant). Interleaved
- * rows defeat the hardware prefetcher on short rows (k = 512 is 16 lines),
- * so the pass's bytes are prefetched as one stream BF16_PF ahead: on this
- * machine's Zen 3 the head's matrices from DRAM took 10-25% less time with
- * it (1024 and 2048 were slower, 8192 and 16384 no better); from cache the
- * arithmetic is about float_row's. */
-#define BF16_DECODE_MAX_N 8 /* above: float_row (prefill shapes) */
-#define BF16_PF 4096
-
-AI void bf16x16_to_f32(const uint16_t *w, __m256 *lo, __m256 *hi) {
-    const __m256i z = _mm256_setzero_si256();
-    __m256i v = _mm256_permute4x64_epi64(_mm256_loadu_si256((const __m256i *)w), 0xD8);
-    *lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, v)); /* w[0..8) */
-    *hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, v)); /* w[8..16) */
-}
-
-/* Rows r .. r+R-1 for tokens t0 .. t0+T-1 (R * T accumulators). */
-AI void bf16_decode_rows(const mm_args *a, int64_t r, int64_t t0, const int R, const int T) {
-    const int64_t k = a->k, k16 = k & ~(int64_t)15;
-    const float *x = a->x + t0 * k;
-    const uint16_t *w[4];
-    __m256 acc[4][4];
-    UNROLL
-    for (int i = 0; i < R; i++) {
-        w[i] = (const uint16_t *)(a->W + (size_t)(r + i) * a->w_stride);
-        UNROLL
-        for (int t = 0; t < T; t++) acc[i][t] = _mm256_setzero_ps();
-    }
-    for (int64_t j = 0; j < k16; j += 16) {
-        /* the R rows are contiguous: prefetch their bytes as one stream,
-         * R * 32 bytes per step, BF16_PF ahead */
-        const char *pf = (const char *)w[0] + BF16_PF + j / 16 * (R * 32);
-        UNROLL
-        for (int i = 0; i < (R + 1) / 2; i++) _mm_prefetch(pf + 64 * i, _MM_HINT_T0);
-        __m256 xl[4], xh[4];
-        UNROLL
-        for (int t = 0; t < T; t++) {
-            xl[t] = _mm256_loadu_ps(x + t * k + j);
-            xh[t] = _mm256_loadu_ps(x + t * k + j + 8);
-        }
-        UNROLL
-        for (int i = 0; i < R; i++) {
-            __m256 lo, hi;
-            bf16x16_to_f32(w[i] + j, &lo, &hi);
-            UNROLL
-            for (int t = 0; t < T; t++) {
-                acc[i][t] = _mm256_fmadd_ps(lo, xl[t], acc[i][t]);
-                acc[i][t] = _mm256_fmadd_ps(hi, xh[t], acc[i][t]);
-            }
-        }
-    }
-    if (k16 + 8 <= k) {
-        UNROLL
-        for (int i = 0; i < R; i++) {
-            __m256 w8 = load_w8(MTPLX_TYPE_BF16, w[i], k16);
-            UNROLL
-            for (int t = 0; t < T; t++)
-                acc[i][t] = _mm256_fmadd_ps(w8, _mm256_loadu_ps(x + t * k + k16), acc[i][t]);
-        }
-    }
-    UNROLL
-    for (int i = 0; i < R; i++) {
-        UNROLL
-        for (int t = 0; t < T; t++) {
-            float s = hsum8(acc[i][t]);
-            for (int64_t j = k16 + (k16 + 8 <= k ? 8 : 0); j < k; j++)
-                s += mtplx_bf16_to_fp32(w[i][j]) * x[t * k + j];
-            a->y[(t0 + t) * a->m + r + i] = s;
-        }
-    }
-}
-
-/* Rows [r0, r1) for tokens t0 .. t0+T-1: pairs of rows (four when T = 1,
- * whose single chains would otherwise wait on FMA latency), then the rest. */
-AI void bf16_decode_pass(const mm_args *a, int64_t r0, int64_t r1, int64_t t0, const int T) {
-    const int R = T == 1 ? 4 : 2;
-    int64_t r = r0;
-    for (; r + R <= r1; r += R) bf16_decode_rows(a, r, t0, R, T);
-    for (; r < r1; r++) bf16_decode_rows(a, r, t0, 1, T);
-}
-
-static void mm_bf16_decode_avx2(const mm_args *a, int64_t r0, int64_t r1) {
-    if (a->n > BF16_DECODE_MAX_N) {
-        mm_bf16_avx2(a, r0, r1);
-        return;
-    }
-    /* tokens in passes of 4 over a block of rows that stays in L1/L2 */
-    int64_t rb = row_block(a->w_stride);
-    for (int64_t rr = r0; rr < r1; rr += rb) {
-        int64_t re = rr + rb < r1 ? rr + rb : r1;
-        for (int64_t t0 = 0; t0 < a->n; t0 += 4) {
-            switch (a->n - t0 >= 4 ? 4 : a->n - t0) {
-            case 4: bf16_decode_pass(a, rr, re, t0, 4); break;
-            case 3: bf16_decode_pass(a, rr, re, t0, 3); break;
-            case 2: bf16_decode_pass(a, rr, re, t0, 2); break;
-            default: bf16_decode_pass(a, rr, re, t0, 1); break;
-            }
-        }
-    }
-}
+#include "kernels/cpu/x86_float_tmpl.h"
+static void mm_f32_avx2(const mm_args *a, int64_t r0, int64_t r1) { float_mm(a, r0, r1, MTPLX_TYPE_F32); }
+static void mm_f16_avx2(const mm_args *a, int64_t r0, int64_t r1) { float_mm(a, r0, r1, MTPLX_TYPE_F16); }
+static void mm_bf16_avx2(const mm_args *a, int64_t r0, int64_t r1) { float_mm(a, r0, r1, MTPLX_TYPE_BF16); }
 
 /* ---- activation quantizers (bit-identical to the reference) ---- */
 AI float hmax8(__m256 v) {
@@ -668,7 +500,7 @@ const kernel_ops mtplx_kernels_avx2_ops = {
         {
             [MTPLX_TYPE_F32] = mm_f32_avx2,
             [MTPLX_TYPE_F16] = mm_f16_avx2,
-            [MTPLX_TYPE_BF16] = mm_bf16_decode_avx2,
+            [MTPLX_TYPE_BF16] = mm_bf16_avx2,
             [MTPLX_TYPE_Q8_0] = mm_q8_0_avx2,
             [MTPLX_TYPE_Q4_0] = mm_q4_0_avx2,
             [MTPLX_TYPE_Q4_K] = mm_q4_K_avx2,
