@@ -19,35 +19,19 @@ extern "C" {
 #include "kernels/kernels.h"
 }
 #include "cuda/cuda_kernels.h"
+#include "cuda/cuda_util.cuh"
 
 #include <cuda_fp16.h>
 #include <math.h>
 
 namespace {
 
-__device__ __forceinline__ float warp_add(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-    return v;
-}
-
 /* x[d] *= w / rms(x), in place, by the whole block (rmsnorm_kernel's order). */
 __device__ void head_rmsnorm(float *x, const float *__restrict__ w, int d, float eps) {
-    __shared__ float part[32];
     float ss = 0.f;
     for (int i = threadIdx.x; i < d; i += blockDim.x)
         ss += x[i] * x[i];
-    ss = warp_add(ss);
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        float v = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.f;
-        v = warp_add(v);
-        if (threadIdx.x == 0) part[0] = v;
-    }
-    __syncthreads();
-    float scale = 1.0f / sqrtf(part[0] / (float)d + eps);
+    float scale = 1.0f / sqrtf(block_sum(ss) / (float)d + eps);
     for (int i = threadIdx.x; i < d; i += blockDim.x)
         x[i] = x[i] * scale * w[i];
     __syncthreads();

@@ -25,6 +25,7 @@ extern "C" {
 #include "kernels/kernels.h"
 }
 #include "cuda/cuda_kernels.h"
+#include "cuda/cuda_util.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -36,28 +37,9 @@ namespace {
 
 namespace wmma = nvcuda::wmma;
 
-/* The dequantisers are __host__ __device__ so that a host build of them can
- * be checked against the CPU's reference without a GPU (mtplx_cuda_deq_row_host). */
-#define HD __host__ __device__ __forceinline__
-HD float u2f(uint32_t u) {
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(u);
-#else
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-#endif
-}
-template <typename V> HD V ldg(const V *p) {
-#ifdef __CUDA_ARCH__
-    return __ldg(p);
-#else
-    return *p;
-#endif
-}
-HD float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-HD float bf2f(uint16_t h) { return u2f((uint32_t)h << 16); }
-HD uint16_t ld16(const uint8_t *p) { return *(const uint16_t *)p; }
+/* u2f, ldg, h2f, bf2f, ld16, warp_sum, block_sum: cuda_util.cuh. The
+ * dequantisers are __host__ __device__ so that a host build of them can be
+ * checked against the CPU's reference without a GPU (mtplx_cuda_deq_row_host). */
 
 /* Dequantise elements [8g, 8g+8) of one weight row. Groups of 8 never cross
  * a quant block, and their bytes are contiguous in every GGML layout. */
@@ -165,11 +147,6 @@ template <> HD void deq8<MTPLX_TYPE_Q6_K>(const uint8_t *row, int64_t g, float w
     }
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-    return v;
-}
 
 constexpr int MM_WARPS = 4; /* output rows per block */
 
@@ -504,17 +481,7 @@ __global__ void rmsnorm_kernel(const float *x, const float *__restrict__ w, floa
     float *o = out + (size_t)blockIdx.x * d;
     float ss = 0.f;
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss += xr[i] * xr[i];
-    __shared__ float part[32];
-    ss = warp_sum(ss);
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        float v = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.f;
-        v = warp_sum(v);
-        if (threadIdx.x == 0) part[0] = v;
-    }
-    __syncthreads();
-    float scale = 1.0f / sqrtf(part[0] / (float)d + eps);
+    float scale = 1.0f / sqrtf(block_sum(ss) / (float)d + eps);
     /* out may alias x: each thread rewrites only the elements it read */
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) o[i] = xr[i] * scale * w[i];
 }

@@ -39,6 +39,7 @@ extern "C" {
 #include "kernels/kernels.h"
 }
 #include "cuda/cuda_kernels.h"
+#include "cuda/cuda_util.cuh"
 
 #include <cuda_fp16.h>
 #include <stdlib.h>
@@ -46,29 +47,8 @@ extern "C" {
 
 namespace {
 
-/* The same thin helpers as kernels.cu's (each .cu file keeps its own
- * anonymous namespace); host-callable so mtplx_cuda_mmv_deq_row_host can run
- * the device dequantisers without a GPU. */
-#define HD __host__ __device__ __forceinline__
-HD float bits_f(uint32_t u) {
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(u);
-#else
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-#endif
-}
-template <typename V> HD V ld_ro(const V *p) {
-#ifdef __CUDA_ARCH__
-    return __ldg(p);
-#else
-    return *p;
-#endif
-}
-HD float half_f(uint32_t h) {
-    return __half2float(__ushort_as_half((unsigned short)(h & 0xFFFF)));
-}
+/* u2f, ldg, h2f, warp_sum: cuda_util.cuh (host-callable, so that
+ * mtplx_cuda_mmv_deq_row_host runs the device dequantisers without a GPU). */
 
 /* 2^23 + byte j of t, as a float: exactly representable, and subtracting
  * 2^23 afterwards gives the byte's value. */
@@ -76,7 +56,7 @@ HD float magic_byte(uint32_t t, int j) {
 #ifdef __CUDA_ARCH__
     return __uint_as_float(__byte_perm(t, 0x4B000000u, 0x7540u + (uint32_t)j));
 #else
-    return bits_f(0x4B000000u | ((t >> (8 * j)) & 0xFF));
+    return u2f(0x4B000000u | ((t >> (8 * j)) & 0xFF));
 #endif
 }
 constexpr float TWO23 = 8388608.0f;
@@ -113,11 +93,11 @@ HD int64_t row_bytes(int T, int64_t k) {
 template <int T> HD void load_unit(const uint8_t *row, const uint8_t *aux, int64_t u, unit &o) {
     if constexpr (T == MTPLX_TYPE_Q4_K) {
         const uint8_t *b = row + (u >> 3) * (int64_t)sizeof(block_q4_K);
-        o.h = ld_ro((const uint4 *)b);
-        o.q = ld_ro((const uint4 *)(b + 16) + (u & 7));
+        o.h = ldg((const uint4 *)b);
+        o.q = ldg((const uint4 *)(b + 16) + (u & 7));
     } else {
-        o.q = ld_ro((const uint4 *)row + u);
-        if constexpr (T == MTPLX_TYPE_Q8_0) o.h.x = ld_ro((const unsigned short *)aux + (u >> 1));
+        o.q = ldg((const uint4 *)row + u);
+        if constexpr (T == MTPLX_TYPE_Q8_0) o.h.x = ldg((const unsigned short *)aux + (u >> 1));
     }
 }
 
@@ -137,9 +117,9 @@ template <int T> HD int64_t elem_of(int64_t u, int g) {
  * packing of block_q4_K's scales. */
 template <int T> HD void unit_scales(const unit &t, int64_t u, float sc[4]) {
     if constexpr (T == MTPLX_TYPE_Q8_0) {
-        sc[0] = half_f(t.h.x);
+        sc[0] = h2f((uint16_t)t.h.x);
     } else if constexpr (T == MTPLX_TYPE_Q4_K) {
-        float d = half_f(t.h.x), dmin = half_f(t.h.x >> 16);
+        float d = h2f((uint16_t)t.h.x), dmin = h2f((uint16_t)(t.h.x >> 16));
         int c = (int)((u & 7) >> 1); /* sub-blocks 2c (j < 4 when c < 2) and 2c+1 */
 #pragma unroll
         for (int hi = 0; hi < 2; hi++) {
@@ -164,14 +144,15 @@ template <int T> HD void deq4(const unit &t, const float sc[4], int g, float w[4
     if constexpr (T == MTPLX_TYPE_F32) {
 #pragma unroll
         for (int j = 0; j < 4; j++)
-            w[j] = bits_f(word(t.q, j));
+            w[j] = u2f(word(t.q, j));
     } else if constexpr (T == MTPLX_TYPE_BF16) {
         uint32_t a = word(t.q, 2 * g), b = word(t.q, 2 * g + 1);
-        w[0] = bits_f(a << 16), w[1] = bits_f(a & 0xFFFF0000u);
-        w[2] = bits_f(b << 16), w[3] = bits_f(b & 0xFFFF0000u);
+        w[0] = u2f(a << 16), w[1] = u2f(a & 0xFFFF0000u);
+        w[2] = u2f(b << 16), w[3] = u2f(b & 0xFFFF0000u);
     } else if constexpr (T == MTPLX_TYPE_F16) {
         uint32_t a = word(t.q, 2 * g), b = word(t.q, 2 * g + 1);
-        w[0] = half_f(a), w[1] = half_f(a >> 16), w[2] = half_f(b), w[3] = half_f(b >> 16);
+        w[0] = h2f((uint16_t)a), w[1] = h2f((uint16_t)(a >> 16));
+        w[2] = h2f((uint16_t)b), w[3] = h2f((uint16_t)(b >> 16));
     } else if constexpr (T == MTPLX_TYPE_Q8_0) {
         uint32_t v = word(t.q, g) ^ 0x80808080u; /* int8 + 128 in each byte */
 #pragma unroll
@@ -219,7 +200,7 @@ HD float dot4_acc(const float w[4], float4 a, float acc) {
 HD float sumsq_part(const float *xr, int64_t k, int lane) {
     float ss = 0.f;
     for (int64_t j = lane; j < k / 4; j += 32) {
-        float4 a = ld_ro((const float4 *)xr + j);
+        float4 a = ldg((const float4 *)xr + j);
         ss = fmaf(a.w, a.w, fmaf(a.z, a.z, fmaf(a.y, a.y, fmaf(a.x, a.x, ss))));
     }
     return ss;
@@ -231,9 +212,9 @@ HD float norm_scale(float ss, int64_t k, float eps) {
 
 template <bool NORM>
 HD float4 load_x(const float *xg, const float *ng, const float *xs, int i, int64_t k) {
-    float4 a = ld_ro((const float4 *)(xg + i * k));
+    float4 a = ldg((const float4 *)(xg + i * k));
     if constexpr (NORM) {
-        float4 w = ld_ro((const float4 *)ng);
+        float4 w = ldg((const float4 *)ng);
         a.x = a.x * xs[i] * w.x, a.y = a.y * xs[i] * w.y;
         a.z = a.z * xs[i] * w.z, a.w = a.w * xs[i] * w.w;
     }
@@ -309,13 +290,6 @@ HD void dot_unit(const unit (&t)[R], int64_t u, const float *xb, const float *nw
     }
 }
 
-__device__ __forceinline__ float warp_total(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-    return v;
-}
-
 template <typename P> __device__ __forceinline__ P pick3(int s, P a, P b, P c) {
     return s == 0 ? a : s == 1 ? b : c; /* no dynamic indexing of the parameter block */
 }
@@ -373,7 +347,7 @@ __global__ void __launch_bounds__(MMV_WARPS * 32)
     for (int i = 0; i < NR; i++) {
         xs[i] = 0.f;
         if (NORM && i < nr)
-            xs[i] = norm_scale(warp_total(sumsq_part(xb + i * k, k, lane)), k, job.eps);
+            xs[i] = norm_scale(warp_sum(sumsq_part(xb + i * k, k, lane)), k, job.eps);
     }
 
     float acc[R][NR];
@@ -405,7 +379,7 @@ __global__ void __launch_bounds__(MMV_WARPS * 32)
     for (int s = 0; s < R; s++)
 #pragma unroll
         for (int i = 0; i < NR; i++)
-            acc[s][i] = i < nr ? warp_total(acc[s][i]) : 0.f;
+            acc[s][i] = i < nr ? warp_sum(acc[s][i]) : 0.f;
 
             /* every lane holds every sum: lane (s * NR + i) % 32 writes (s, i). The
              * "+ 0" terms keep the fused results equal to matmul (+ no bias) then

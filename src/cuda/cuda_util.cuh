@@ -1,0 +1,68 @@
+/* cuda_util.cuh: the small helpers every .cu file of the CUDA backend uses
+ * (kernels.cu, mmv.cu, attn_prep.cu). Each file includes it inside nothing
+ * else: the helpers sit in an anonymous namespace, one copy per file.
+ *
+ * The scalar ones are __host__ __device__ so that a host build of the
+ * dequantisers can be checked against the CPU's reference without a GPU
+ * (mtplx_cuda_deq_row_host, mtplx_cuda_mmv_deq_row_host). block_sum keeps
+ * the one reduction order that rmsnorm_kernel and attn_prep.cu's per-head
+ * norm share, so the fused op matches the plain ones. */
+#ifndef MTPLX_CUDA_UTIL_CUH
+#define MTPLX_CUDA_UTIL_CUH
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+#include <string.h>
+
+#define HD __host__ __device__ __forceinline__
+
+namespace {
+
+HD float u2f(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+#endif
+}
+/* a read-only load (__ldg on the device) */
+template <typename V> HD V ldg(const V *p) {
+#ifdef __CUDA_ARCH__
+    return __ldg(p);
+#else
+    return *p;
+#endif
+}
+HD float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+HD float bf2f(uint16_t h) { return u2f((uint32_t)h << 16); }
+HD uint16_t ld16(const uint8_t *p) { return *(const uint16_t *)p; }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+    return v;
+}
+
+/* The sum of v over the block (at most 1024 threads), in every thread:
+ * warp sums, then warp 0 sums those. A second call in the same block needs
+ * a barrier of the caller's in between: its first write to part could
+ * overtake a thread still reading this call's part[0]. */
+__device__ __forceinline__ float block_sum(float v) {
+    __shared__ float part[32];
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float w = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.f;
+        w = warp_sum(w);
+        if (threadIdx.x == 0) part[0] = w;
+    }
+    __syncthreads();
+    return part[0];
+}
+
+} // namespace
+
+#endif
