@@ -685,6 +685,19 @@ void mtplx_cuda_synchronize(mtplx_backend *be) {
     CK(cudaStreamSynchronize(((cuda_backend *)be)->stream), "synchronize");
 }
 
+/* The backend's own buffers and streams, then c; what a half-made backend
+ * has not allocated yet is NULL (calloc), which cudaFree and free accept. */
+static void release(cuda_backend *c) {
+    cudaFree(c->dstep);
+    cudaFree(c->picks);
+    cudaFree(c->ids_dev);
+    cudaFree(c->split.buf);
+    free(c->gs);
+    cudaStreamDestroy(c->side);
+    cudaStreamDestroy(c->stream);
+    free(c);
+}
+
 static void cu_free(mtplx_backend *be) {
     if (!be) return;
     cuda_backend *c = (cuda_backend *)be;
@@ -699,14 +712,7 @@ static void cu_free(mtplx_backend *be) {
               c->paths.tc && !c->paths.tc_split ? " without split-k" : "",
               c->paths.flash ? "on" : "off");
     mtplx_cuda_forget_params(be);
-    cudaFree(c->dstep);
-    cudaFree(c->picks);
-    cudaFree(c->ids_dev);
-    cudaFree(c->split.buf);
-    free(c->gs);
-    cudaStreamDestroy(c->side);
-    cudaStreamDestroy(c->stream);
-    free(c);
+    release(c);
 }
 
 int mtplx_cuda_device_count(void) {
@@ -786,13 +792,7 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     c->split.bytes = TC_SPLIT_BYTES;
     if (e != cudaSuccess || !c->gs) {
         (void)cudaGetLastError();
-        cudaFree(c->dstep);
-        cudaFree(c->picks);
-        cudaFree(c->split.buf);
-        free(c->gs);
-        cudaStreamDestroy(c->side);
-        cudaStreamDestroy(c->stream);
-        free(c);
+        release(c);
         return mtplx_fail(MTPLX_ERR_NOMEM, "cuda: out of memory creating the backend");
     }
     /* on unless MTPLX_CUDA_GRAPHS=0 (a switch for comparisons and for
