@@ -166,26 +166,25 @@ if grep -q 'graphs on vs off\|greedy picks on the GPU\|argmax_rows\|does not fit
 fi
 
 SAN="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)"
+# sanitized LABEL TOOL OPS OK_RE FAIL_RE: test_cuda's op checks (MTPLX_CUDA_TEST_OPS_ONLY=OPS)
+# under compute-sanitizer TOOL, 40 s at most; the summary line matching OK_RE (FAIL_RE on failure)
+sanitized() {
+    local label=$1 tool=$2 ops=$3 ok_re=$4 fail_re=$5 out="$LOGDIR/test_cuda.$2.out"
+    (cd "$ROOT" && MTPLX_CUDA_TEST_OPS_ONLY=$ops timeout 40 "$SAN" --tool "$tool" --error-exitcode 3 "$TEST") \
+        >"$out" 2>&1
+    local rc=$?
+    tail -5 "$out" >>"$LOG"
+    case $rc in
+    0) result "$label" ok "$(grep "$ok_re" "$out" | tail -1)" ;;
+    124) result "$label" skip "timed out after 40 s (not counted)" ;;
+    *) result "$label" FAIL "rc=$rc $(grep "$fail_re" "$out" | tail -1)" ;;
+    esac
+}
 if [ -n "$SAN" ] && [ $HAVE_GPU = 1 ] && [ -z "${MTPLX_CUDA_TEST_NO_MEMCHECK:-}" ]; then
-    (cd "$ROOT" && MTPLX_CUDA_TEST_OPS_ONLY=1 timeout 40 "$SAN" --tool memcheck --error-exitcode 3 "$TEST") \
-        >"$LOGDIR/test_cuda.memcheck.out" 2>&1
-    rc=$?
-    tail -5 "$LOGDIR/test_cuda.memcheck.out" >>"$LOG"
-    case $rc in
-    0) result "test_cuda ops under memcheck" ok "$(grep 'ERROR SUMMARY' "$LOGDIR/test_cuda.memcheck.out" | tail -1)" ;;
-    124) result "test_cuda ops under memcheck" skip "timed out after 40 s (not counted)" ;;
-    *) result "test_cuda ops under memcheck" FAIL "rc=$rc $(grep 'ERROR SUMMARY' "$LOGDIR/test_cuda.memcheck.out" | tail -1)" ;;
-    esac
+    sanitized "test_cuda ops under memcheck" memcheck 1 'ERROR SUMMARY' 'ERROR SUMMARY'
     # shared-memory races in the prefill kernels (tensor-core GEMM, flash attention)
-    (cd "$ROOT" && MTPLX_CUDA_TEST_OPS_ONLY=prefill timeout 40 "$SAN" --tool racecheck --error-exitcode 3 "$TEST") \
-        >"$LOGDIR/test_cuda.racecheck.out" 2>&1
-    rc=$?
-    tail -5 "$LOGDIR/test_cuda.racecheck.out" >>"$LOG"
-    case $rc in
-    0) result "prefill kernels under racecheck" ok "$(grep 'RACECHECK SUMMARY\|ERROR SUMMARY' "$LOGDIR/test_cuda.racecheck.out" | tail -1)" ;;
-    124) result "prefill kernels under racecheck" skip "timed out after 40 s (not counted)" ;;
-    *) result "prefill kernels under racecheck" FAIL "rc=$rc $(grep 'RACECHECK SUMMARY\|ERROR SUMMARY\|FAIL' "$LOGDIR/test_cuda.racecheck.out" | tail -1)" ;;
-    esac
+    sanitized "prefill kernels under racecheck" racecheck prefill 'RACECHECK SUMMARY\|ERROR SUMMARY' \
+        'RACECHECK SUMMARY\|ERROR SUMMARY\|FAIL'
 else
     result "test_cuda ops under memcheck" skip "no compute-sanitizer, no GPU, or MTPLX_CUDA_TEST_NO_MEMCHECK set"
 fi
