@@ -156,4 +156,13 @@ static int tu_collect_cb(const mtplx_token_event *ev, void *user) {
     return 0;
 }
 
+/* MTP's text must equal AR's token for token: the same count, the same ids;
+ * what names the run in the failure message ("depth 3", ...). */
+static void tu_assert_same_ids(const tu_collect *ar, const tu_collect *mtp, const char *what) {
+    assert_int_equal(mtp->n, ar->n);
+    for (int i = 0; i < ar->n; i++)
+        if (ar->ids[i] != mtp->ids[i])
+            fail_msg("%s: token %d differs: AR %d, MTP %d", what, i, ar->ids[i], mtp->ids[i]);
+}
+
 #endif
