@@ -57,13 +57,17 @@ typedef struct {
     double last_line; /* ms of the last line written when stderr is not a terminal */
 } prog;
 
+static bool stderr_tty(void) {
+    static int tty = -1;
+    if (tty < 0) tty = isatty(STDERR_FILENO);
+    return tty;
+}
+
 /* On a terminal the bar redraws in place at every update; into a log file or
  * a pipe, \r redraws would pile up on one line, so it writes a whole line at
  * most every 5 s, and the last one. */
 static bool progress_line_due(double *last_ms, bool final) {
-    static int tty = -1;
-    if (tty < 0) tty = isatty(STDERR_FILENO);
-    if (tty) return true;
+    if (stderr_tty()) return true;
     double now = cli_now_ms();
     if (!final && *last_ms > 0 && now - *last_ms < 5000) return false;
     *last_ms = now;
@@ -76,11 +80,11 @@ static void progress(int64_t done, int64_t total, const char *name, void *user) 
     double el = (cli_now_ms() - p->t0) / 1e3;
     double eta = done ? el / done * (total - done) : 0;
     int w = 30, fill = (int)(w * done / (total ? total : 1));
-    fputs(isatty(STDERR_FILENO) ? "\r" : "", stderr);
+    fputs(stderr_tty() ? "\r" : "", stderr);
     fprintf(stderr, "[%.*s%*s] %3d%% %lld/%lld tensors  %.1fs  ETA %.1fs  %-28.28s",
             fill, "##############################", w - fill, "", (int)(100 * done / (total ? total : 1)),
             (long long)done, (long long)total, el, eta, name);
-    if (done == total || !isatty(STDERR_FILENO)) fputc('\n', stderr);
+    if (done == total || !stderr_tty()) fputc('\n', stderr);
 }
 
 static void default_output(const char *in, char *buf, size_t cap) {
@@ -245,13 +249,13 @@ static void train_progress(const mtplx_train_progress *p, void *user) {
     static double last_line;
     if (!progress_line_due(&last_line, p->step == p->steps || p->checkpoint)) return;
     int w = 24, fill = (int)(w * p->step / (p->steps ? p->steps : 1));
-    fputs(isatty(STDERR_FILENO) ? "\r" : "", stderr);
+    fputs(stderr_tty() ? "\r" : "", stderr);
     fprintf(stderr, "[%.*s%*s] %lld/%lld  loss %.3f  agree", fill, "########################",
             w - fill, "", (long long)p->step, (long long)p->steps, p->loss);
     for (int d = 0; d < *depth; d++) fprintf(stderr, " %.2f", p->agree[d]);
     fprintf(stderr, "  %.0f tok/s  %.0fs  ETA %.0fs%s   ", p->tok_s, p->elapsed_s, p->eta_s,
             p->checkpoint ? "  (checkpoint)" : "");
-    if (p->step == p->steps || !isatty(STDERR_FILENO)) fputc('\n', stderr);
+    if (p->step == p->steps || !stderr_tty()) fputc('\n', stderr);
 }
 
 static int do_train(int argc, char **argv) {
