@@ -160,18 +160,21 @@ static mtplx_status load_layer(mtplx_model *m, int blk, mtplx_layer *L) {
 
 /* A copy of a matrix in another block type (Q8_0, Q4_0), in the prepared
  * layout, replacing it in *w: a Q8_0 head is half the bytes of a BF16 one, a
- * Q4_0 lm_head 0.56 of a Q8_0 one. Only for drafting, on request: these
- * weights make the draft distribution q only, and the rejection test is
- * exact for any q, so the output is unchanged; acceptance may not be. */
+ * Q4_0 lm_head 0.56 of a Q8_0 one. Only for drafting (mtplx_model_params
+ * says when): these weights make the draft distribution q only, and the
+ * rejection test is exact for any q, so the output is unchanged; acceptance
+ * may not be. A matrix whose rows are already no larger stays as it is:
+ * the copy would read no fewer bytes. */
 static mtplx_status requant(mtplx_model *m, mtplx_weight *w, int type) {
-    if (w->type == type || w->k % QK8_0) return MTPLX_OK;
     size_t src_rs = mtplx_row_size(w->type, w->k), rs = mtplx_row_size(type, w->k);
+    if (w->type == type || w->k % QK8_0 || rs >= src_rs) return MTPLX_OK;
     uint8_t *q = mtplx_aligned_alloc(64, rs * (size_t)w->m);
     float *row = malloc((size_t)w->k * sizeof(float));
     if (!q || !row) {
         free(q);
         free(row);
-        return mtplx_fail(MTPLX_ERR_NOMEM, "out of memory for a Q8_0 copy of the MTP head");
+        return mtplx_fail(MTPLX_ERR_NOMEM, "out of memory for a %s draft copy of a %lld x %lld matrix",
+                          mtplx_type_info(type)->name, (long long)w->m, (long long)w->k);
     }
     for (int64_t r = 0; r < w->m; r++) {
         mtplx_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * src_rs, row, w->k);
@@ -181,6 +184,13 @@ static mtplx_status requant(mtplx_model *m, mtplx_weight *w, int type) {
     MTPLX_TRY(own(m, q));
     *w = (mtplx_weight){.type = type, .m = w->m, .k = w->k, .data = q};
     return prepare(m, w);
+}
+
+/* A set environment variable overrides the parameter either way, 0 or not
+ * (for tools without the flag, and for A/B runs). */
+static bool env_override(const char *name, bool param) {
+    const char *v = getenv(name);
+    return v && *v ? *v != '0' : param;
 }
 
 static mtplx_status head_q8_0(mtplx_model *m, mtplx_mtp_head *h) {
@@ -309,16 +319,12 @@ static mtplx_status build(mtplx_model *m, const mtplx_model_params *p) {
     if (p->load_mtp && n_nextn > 0) {
         m->mtp = calloc((size_t)n_nextn, sizeof *m->mtp);
         if (!m->mtp) return mtplx_fail(MTPLX_ERR_NOMEM, "out of memory");
-        /* the environment overrides the parameter either way (for tools
-         * without the flag, and for A/B runs) */
-        const char *q8 = getenv("MTPLX_MTP_Q8_0");
-        bool to_q8 = q8 && *q8 ? *q8 != '0' : p->mtp_q8_0;
+        bool to_q8 = env_override("MTPLX_MTP_Q8_0", p->mtp_q8_0);
         for (int i = 0; i < n_nextn; i++) {
             MTPLX_TRY(load_mtp(m, i, &m->mtp[i]));
             if (to_q8) MTPLX_TRY(head_q8_0(m, &m->mtp[i]));
         }
-        const char *lq = getenv("MTPLX_DRAFT_LM_Q4_0"); /* likewise */
-        if (lq && *lq ? *lq != '0' : p->draft_lm_q4_0) {
+        if (env_override("MTPLX_DRAFT_LM_Q4_0", p->draft_lm_q4_0)) {
             m->draft_output = m->output;
             MTPLX_TRY(requant(m, &m->draft_output, MTPLX_TYPE_Q4_0));
         }
