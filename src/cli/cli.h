@@ -52,6 +52,9 @@ bool cli_parse_int(const char *cmd, const char *flag, const char *s, long lo, lo
  * build has CUDA and the machine has a GPU, else the CPU). */
 bool cli_parse_device(const char *cmd, const char *s, const char **out);
 const char *cli_auto_device(void);
+/* The device of start / serve without --device: auto, unless the KV type
+ * asked for runs on the CPU only (Q8_0). */
+const char *cli_default_device(mtplx_kv_type kv_type);
 bool cli_parse_float(const char *cmd, const char *flag, const char *s, double lo, double hi,
                      double *out);
 

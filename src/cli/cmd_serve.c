@@ -127,8 +127,7 @@ int cmd_serve(int argc, char **argv) {
         }
     }
     if (optind < argc) return cli_usage_error("serve", "unexpected argument '%s'", argv[optind]);
-    /* no --device: the GPU when there is one, unless a CPU-only KV type was asked for */
-    if (!sm.cp.device) sm.cp.device = sm.cp.kv_type == MTPLX_KV_Q8_0 ? "cpu" : cli_auto_device();
+    if (!sm.cp.device) sm.cp.device = cli_default_device(sm.cp.kv_type);
     cli_mode mode_id;
     if (!cli_mode_parse(sm.mode, &mode_id))
         return cli_usage_error("serve", "--mode expects turbo, sustained, burst or auto, got '%s'", sm.mode);

@@ -438,10 +438,10 @@ int cmd_start(int argc, char **argv) {
     if (!cli_mode_parse(mode, &mode_id))
         return cli_usage_error("start", "--mode expects turbo, sustained, burst or auto, got '%s'", mode);
     char path[4096];
-    /* no --device: the GPU when there is one (and the model fits: see the
-     * context below), unless a CPU-only KV type was asked for */
+    /* no --device: cli_default_device, and the CPU after all when the model
+     * does not fit the GPU (the context below) */
     bool device_auto = cp.device == NULL;
-    if (device_auto) cp.device = cp.kv_type == MTPLX_KV_Q8_0 ? "cpu" : cli_auto_device();
+    if (device_auto) cp.device = cli_default_device(cp.kv_type);
     if (!cli_resolve_model(model_arg, path, sizeof path)) return EXIT_RUNTIME;
     if (web) {
         static cli_serve_mode sm; /* outlives the server */

@@ -96,6 +96,10 @@ bool cli_parse_int(const char *cmd, const char *flag, const char *s, long lo, lo
 
 const char *cli_auto_device(void) { return mtplx_cuda_device_count() > 0 ? "cuda" : "cpu"; }
 
+const char *cli_default_device(mtplx_kv_type kv_type) {
+    return kv_type == MTPLX_KV_Q8_0 ? "cpu" : cli_auto_device();
+}
+
 bool cli_parse_device(const char *cmd, const char *s, const char **out) {
     if (s && !strcmp(s, "auto")) {
         *out = cli_auto_device();
