@@ -151,6 +151,11 @@ def parse_args():
     p.add_argument("--micro-batch", type=int, default=128, help="sequences per forward")
     p.add_argument("--batch-tokens", type=int, default=262144, help="tokens per optimizer step")
     p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--optimizer", default="adamw", choices=["adamw", "muon"],
+                   help="muon: Newton-Schulz-orthogonalised momentum for the hidden matrices (update RMS "
+                        "matched to AdamW's, so --lr and --wd mean the same), AdamW for embedding and norms")
+    p.add_argument("--muon-momentum", type=float, default=0.95)
+    p.add_argument("--steps", type=int, default=0, help="fix the step count (0 = fit the time budget)")
     p.add_argument("--min-lr-frac", type=float, default=0.05)
     p.add_argument("--warmup", type=int, default=20, help="linear warmup steps (= measuring steps)")
     p.add_argument("--wd", type=float, default=0.1)
@@ -544,6 +549,46 @@ class Model(nn.Module):
         return total, parts + kds
 
 
+def newton_schulz5(g, steps=5):
+    """An approximately orthogonal matrix with g's singular vectors (quintic Newton-Schulz iteration,
+    coefficients chosen to push every singular value towards 1 fast; computed in bf16)."""
+    a, b, c = 3.4445, -4.7750, 2.0315
+    x = g.to(torch.bfloat16)
+    tall = x.shape[0] > x.shape[1]
+    if tall:
+        x = x.T
+    x = x / (x.norm() + 1e-7)
+    for _ in range(steps):
+        m = x @ x.T
+        x = a * x + (b * m + c * (m @ m)) @ x
+    return x.T if tall else x
+
+
+class Muon(torch.optim.Optimizer):
+    """Momentum (Nesterov) whose update is orthogonalised per matrix, then scaled by
+    0.2*sqrt(max(rows, cols)) so its RMS is about AdamW's; decoupled weight decay."""
+
+    def __init__(self, params, lr, momentum=0.95, weight_decay=0.0):
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self):
+        for gr in self.param_groups:
+            lr, mom, wd = gr["lr"], gr["momentum"], gr["weight_decay"]
+            for p in gr["params"]:
+                if p.grad is None:
+                    continue
+                st = self.state[p]
+                if "buf" not in st:
+                    st["buf"] = torch.zeros_like(p.grad)
+                buf = st["buf"]
+                buf.mul_(mom).add_(p.grad)
+                u = newton_schulz5(p.grad.add(buf, alpha=mom))
+                if wd:
+                    p.mul_(1 - lr * wd)
+                p.add_(u.to(p.dtype), alpha=-lr * 0.2 * math.sqrt(max(p.shape)))
+
+
 def hf_config(c, tk_eot, tk_pad, depth):
     return {
         "architectures": ["Qwen3ForCausalLM"],
@@ -910,9 +955,14 @@ def main():
         st = torch.randint(0, n_data - Wlen + 1, (mb,), device=dev, generator=gen)
         return data[st[:, None] + ar[None, :]].long()
 
+    emb_w = model.model.embed_tokens.weight
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0}]
+    hidden_mats = [p for p in decay if p is not emb_w]
+    if a.optimizer == "muon":
+        groups = [{"params": [emb_w], "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0}]
+    else:
+        groups = [{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0}]
     opt, opt_kind = None, "adamw"
     if dev.type == "cuda":
         try:
@@ -922,9 +972,16 @@ def main():
             log("fused AdamW unavailable:", repr(e)[:200])
     if opt is None:
         opt = torch.optim.AdamW(groups, lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
+    opts = [opt]
+    if a.optimizer == "muon":
+        opts.append(Muon(hidden_mats, lr=a.lr, momentum=a.muon_momentum, weight_decay=a.wd))
+        opt_kind = "muon (%d hidden matrices) + %s (embedding, norms)" % (len(hidden_mats), opt_kind)
     R["optimizer"] = {"kind": opt_kind, "betas": [0.9, 0.95], "wd": a.wd, "wd_on": "matrices (dim>=2) only",
                       "clip": 1.0, "lr": a.lr, "min_lr_frac": a.min_lr_frac, "warmup": a.warmup,
                       "schedule": "linear warmup then cosine to min_lr over the measured step count"}
+    if a.optimizer == "muon":
+        R["optimizer"].update({"muon_momentum": a.muon_momentum, "muon_nesterov": True,
+                               "muon_scale": "0.2*sqrt(max(rows, cols)) (update RMS matched to AdamW)"})
 
     compiled = False
     if a.compile == "on" or (a.compile == "auto" and dev.type == "cuda"):
@@ -963,8 +1020,9 @@ def main():
 
     def run_step(step, total):
         lr = lr_at(step, total)
-        for gr in opt.param_groups:
-            gr["lr"] = lr
+        for o in opts:
+            for gr in o.param_groups:
+                gr["lr"] = lr
         acc = None
         for _ in range(accum):
             w = batch(mb)
@@ -974,8 +1032,9 @@ def main():
             pt = torch.stack(parts)
             acc = pt if acc is None else acc + pt
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        for o in opts:
+            o.step()
+        model.zero_grad(set_to_none=True)
         return acc / accum, gn, lr
 
     deadline = T0 + a.time_budget - a.reserve
@@ -995,7 +1054,7 @@ def main():
     model.train()
     t_train0 = time.time()
     R["timings"]["setup_before_train"] = t_train0 - T0
-    step, total = 0, None
+    step, total = 0, (a.steps if a.steps > 0 else None)
     hist, last_log, acc_hist, n_hist = [], time.time(), None, 0
     t_meas0, meas_from = None, min(3, max(1, a.warmup - 2))
     first_step_s = None
@@ -1015,7 +1074,7 @@ def main():
                         torch.cuda.synchronize()
                     break
                 except Exception as e:
-                    opt.zero_grad(set_to_none=True)
+                    model.zero_grad(set_to_none=True)
                     oom = "out of memory" in str(e).lower()
                     if compiled and not oom:
                         log("torch.compile failed at the first step -> eager. " + repr(e)[:500])
@@ -1087,7 +1146,7 @@ def main():
     t = time.time()
     model.eval()
     model.fn = model.eager_fn
-    del data, opt
+    del data, opt, opts
     with torch.no_grad():
         for p in model.parameters():
             p.data = p.data.to(torch.bfloat16).float()
