@@ -145,19 +145,20 @@ static void check_attention(const attn_case *ac, rng *r, mtplx_threadpool *tp) {
         }
     }
     int nth = mtplx_threadpool_size(tp);
-    void *scratch = xalloc(mtplx_attention_scratch_size(n_ctx, nth));
+    size_t scratch_size = mtplx_attention_scratch_size(n_ctx, nth);
+    void *scratch = xalloc(scratch_size);
     float scale = 1.f / sqrtf((float)ac->hd);
     mtplx_attention(tp, q, ac->n_tok, ac->n_head, ac->n_head_kv, ac->hd, k, v, ac->kv_type,
-                    ac->pos0, scale, out, scratch);
+                    ac->pos0, scale, out, scratch, scratch_size);
     mtplx_attention(NULL, q, ac->n_tok, ac->n_head, ac->n_head_kv, ac->hd, k, v, ac->kv_type,
-                    ac->pos0, scale, out1, scratch);
+                    ac->pos0, scale, out1, scratch, scratch_size);
     assert_memory_equal(out, out1, q_n * 4); /* threads change nothing */
     /* batch invariance: each token alone gives the same bits as in the batch
      * (what keeps greedy MTP verification == AR decoding exact) */
     for (int64_t t = 0; t < ac->n_tok; t++) {
         int64_t hq = (int64_t)ac->n_head * ac->hd;
         mtplx_attention(tp, q + t * hq, 1, ac->n_head, ac->n_head_kv, ac->hd, k, v, ac->kv_type,
-                        ac->pos0 + t, scale, out1, scratch);
+                        ac->pos0 + t, scale, out1, scratch, scratch_size);
         assert_memory_equal(out + t * hq, out1, hq * 4);
     }
     double *p = malloc(n_ctx * sizeof(double));
@@ -199,6 +200,11 @@ static void test_attention(void **state) {
         {4, 61, 6, 3, 96, MTPLX_TYPE_Q8_0}, /* 3 blocks per head (an odd pair) */
         {3, 2, 4, 1, 32, MTPLX_TYPE_Q8_0},  /* one block per head */
         {67, 0, 4, 2, 64, MTPLX_TYPE_Q8_0}, /* prefill */
+        /* grouped queries (KV rows read once per group of up to 16 queries) */
+        {9, 70, 32, 1, 64, MTPLX_TYPE_F16},  /* 32 heads on one KV head: split in two */
+        {20, 100, 8, 2, 256, MTPLX_TYPE_F32},/* widest tiled head, 5 tokens per group */
+        {4, 29, 8, 4, 48, MTPLX_TYPE_F16},   /* head_dim not a multiple of 64; tile edge */
+        {2, 9, 4, 2, 264, MTPLX_TYPE_F16},   /* wider than a tile: per-query path */
     };
     mtplx_threadpool *tp;
     assert_int_equal(mtplx_threadpool_new(3, &tp), MTPLX_OK);

@@ -145,6 +145,7 @@ mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, m
                   : mtplx_backend_cpu_new(p.n_threads, max_k, p.n_batch, p.n_ctx, &c->be);
     }
     if (st == MTPLX_OK && cuda) st = check_gpu_fit(model, &p, !p.share_backend_of);
+    if (st == MTPLX_OK && !cuda) st = mtplx_model_draft_output_prepare(model);
     if (st == MTPLX_OK) st = mtplx_kv_init(&c->kv, c->be, hp, hp->n_layer, p.n_ctx, kv_type);
     if (st == MTPLX_OK) st = mtplx_acts_init(&c->acts, c->be, hp, p.n_batch);
     c->tokens = calloc((size_t)p.n_ctx, sizeof(int32_t));

@@ -57,6 +57,7 @@ static void install(const kernel_ops *v) {
         FILL(softmax);
         FILL(f32_to_f16);
         FILL(attn);
+        FILL(attn_group);
 #undef FILL
     }
     ops_table = t;
@@ -255,34 +256,50 @@ void mtplx_store_rows(int kv_type, const float *src, void *dst, int64_t n, int64
         MTPLX_ASSERT(!"KV type must be F16, F32 or Q8_0");
 }
 
-/* ---- attention ---- */
+/* ---- attention ----
+ * Work items are a KV head's query heads over a block of tokens, up to q_max
+ * queries, so that K and V are read once per item rather than once per query
+ * head and token (GQA groups and the rows of a verify step share them). The
+ * scratch holds q_max score rows per thread; a small scratch only means
+ * smaller items. Items go to threads round-robin: later tokens see more keys. */
+#define ATTN_SCRATCH_CAP ((size_t)64 << 20) /* all threads' score rows */
+
 static size_t scores_stride(int64_t n_pos) { return round_up((size_t)n_pos, ROW_ALIGN); }
 
 size_t mtplx_attention_scratch_size(int64_t n_ctx, int n_threads) {
     if (n_threads < 1) n_threads = 1;
-    return (size_t)n_threads * scores_stride(n_ctx) * sizeof(float) + MTPLX_CACHE_LINE;
+    size_t one = (size_t)n_threads * scores_stride(n_ctx) * sizeof(float), q = ATTN_GROUP_Q;
+    while (q > 1 && one * q > ATTN_SCRATCH_CAP) q /= 2;
+    return one * q + MTPLX_CACHE_LINE;
 }
 
 typedef struct attn_task {
     const attn_args *a;
-    attn_fn fn;
+    attn_group_fn fn;
     float *scratch;
     size_t stride;
+    int hb;      /* query heads per item (of one KV head's group) */
+    int n_hb;    /* head blocks per KV head */
+    int64_t tb;  /* tokens per item */
+    int64_t n_items;
 } attn_task;
 
-/* Work items are (token, head) pairs in head-major order within a token, so
- * a thread's consecutive heads share a KV head under GQA. */
 static void attn_worker(void *arg, int ith, int nth) {
     const attn_task *t = arg;
-    int64_t lo, hi;
-    mtplx_split(t->a->n_tok * t->a->n_head, ith, nth, &lo, &hi);
-    float *scores = t->scratch + (size_t)ith * t->stride;
-    for (int64_t i = lo; i < hi; i++) t->fn(t->a, i / t->a->n_head, (int)(i % t->a->n_head), scores);
+    const attn_args *a = t->a;
+    const int g = a->n_head / a->n_head_kv;
+    float *scores = t->scratch + (size_t)ith * (size_t)(t->hb * t->tb) * t->stride;
+    for (int64_t i = ith; i < t->n_items; i += nth) {
+        int hbk = (int)(i % t->n_hb), kvh = (int)(i / t->n_hb % a->n_head_kv);
+        int64_t t0 = i / t->n_hb / a->n_head_kv * t->tb, t1 = t0 + t->tb < a->n_tok ? t0 + t->tb : a->n_tok;
+        int h0 = kvh * g + hbk * t->hb, h1 = h0 + t->hb < (kvh + 1) * g ? h0 + t->hb : (kvh + 1) * g;
+        t->fn(a, kvh, h0, h1, t0, t1, scores, t->stride);
+    }
 }
 
 void mtplx_attention(mtplx_threadpool *tp, const float *q, int64_t n_tok, int n_head,
                      int n_head_kv, int head_dim, const void *k, const void *v, int kv_type,
-                     int64_t pos0, float scale, float *out, void *scratch) {
+                     int64_t pos0, float scale, float *out, void *scratch, size_t scratch_size) {
     MTPLX_ASSERT(n_head > 0 && n_head_kv > 0 && n_head % n_head_kv == 0 && head_dim > 0);
     MTPLX_ASSERT(kv_type == MTPLX_TYPE_F16 || kv_type == MTPLX_TYPE_F32 ||
                  (kv_type == MTPLX_TYPE_Q8_0 && head_dim % QK8_0 == 0 &&
@@ -290,6 +307,15 @@ void mtplx_attention(mtplx_threadpool *tp, const float *q, int64_t n_tok, int n_
     MTPLX_ASSERT(scratch && pos0 >= 0);
     if (n_tok <= 0) return;
     attn_args a = {q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type, pos0, scale, out};
-    attn_task t = {&a, mtplx_kernels_ops()->attn, scratch, scores_stride(pos0 + n_tok)};
+    const int nth = mtplx_threadpool_size(tp), g = n_head / n_head_kv;
+    const size_t stride = scores_stride(pos0 + n_tok), row_bytes = (size_t)nth * stride * sizeof(float);
+    size_t q_max = (scratch_size - (scratch_size > MTPLX_CACHE_LINE ? MTPLX_CACHE_LINE : 0)) / row_bytes;
+    MTPLX_ASSERT(q_max >= 1); /* at least mtplx_attention_scratch_size(pos0 + n_tok, nth) */
+    if (q_max > ATTN_GROUP_Q) q_max = ATTN_GROUP_Q;
+    attn_task t = {&a, mtplx_kernels_ops()->attn_group, scratch, stride, 0, 0, 0, 0};
+    t.hb = g < (int)q_max ? g : (int)q_max;
+    t.n_hb = (g + t.hb - 1) / t.hb;
+    t.tb = (int64_t)q_max / t.hb;
+    t.n_items = (n_tok + t.tb - 1) / t.tb * n_head_kv * t.n_hb;
     mtplx_threadpool_run(tp, attn_worker, &t);
 }

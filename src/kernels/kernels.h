@@ -116,12 +116,15 @@ void mtplx_softmax(float *x, int64_t n);               /* in place, max-subtract
  *        Q8_0 and integer dots, as GGML's CPU path does; values stay float.
  *   out: [n_tok][n_head][head_dim] f32
  * GQA: head h reads kv head h / (n_head / n_head_kv). scale = 1/sqrt(head_dim)
- * normally. scratch: mtplx_attention_scratch_size() bytes. */
+ * normally. scratch: scratch_size bytes, at least mtplx_attention_scratch_size(
+ * pos0 + n_tok, threads of tp) (more lets more queries share a K/V read).
+ * Each (token, head)'s result is the same bits whatever n_tok, pos0 split and
+ * thread count produced it. */
 #define MTPLX_KV_Q8_0_MAX_HEAD_DIM 1024
 size_t mtplx_attention_scratch_size(int64_t n_ctx, int n_threads);
 void mtplx_attention(mtplx_threadpool *tp, const float *q, int64_t n_tok, int n_head,
                      int n_head_kv, int head_dim, const void *k, const void *v, int kv_type,
-                     int64_t pos0, float scale, float *out, void *scratch);
+                     int64_t pos0, float scale, float *out, void *scratch, size_t scratch_size);
 
 /* Store n rows of d floats into a KV cache row block of kv_type (row stride
  * mtplx_row_size(kv_type, d)). Q8_0 rows are quantized one by one with

@@ -54,6 +54,21 @@ typedef struct attn_args {
 /* One (token, head) of attention; scores has room for pos0 + n_tok floats. */
 typedef void (*attn_fn)(const attn_args *a, int64_t tok, int head, float *scores);
 
+/* The query heads [h0, h1) of KV head kvh for tokens [t0, t1): one work item
+ * whose queries share each K and V row read. scores: one row of `stride`
+ * (>= pos0 + t1) floats per query, token-major ((t - t0) * (h1 - h0) + h - h0),
+ * at most ATTN_GROUP_Q rows. A query's result is the same bits in any group. */
+#define ATTN_GROUP_Q 16
+typedef void (*attn_group_fn)(const attn_args *a, int kvh, int h0, int h1, int64_t t0, int64_t t1,
+                              float *scores, size_t stride);
+
+/* A group one query at a time (kernels without a grouped path). */
+static inline void attn_group_each(attn_fn fn, const attn_args *a, int h0, int h1, int64_t t0, int64_t t1,
+                                   float *scores, size_t stride) {
+    for (int64_t t = t0; t < t1; t++)
+        for (int h = h0; h < h1; h++) fn(a, t, h, scores + (size_t)((t - t0) * (h1 - h0) + h - h0) * stride);
+}
+
 typedef struct kernel_ops {
     const char *name;
     mm_fn mm[MTPLX_TYPE_COUNT]; /* indexed by weight type */
@@ -69,6 +84,7 @@ typedef struct kernel_ops {
     void (*softmax)(float *x, int64_t n);
     void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
     attn_fn attn;
+    attn_group_fn attn_group;
 } kernel_ops;
 
 extern const kernel_ops mtplx_kernels_ref_ops;

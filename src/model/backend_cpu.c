@@ -13,6 +13,7 @@ typedef struct {
     void *mm_scratch;
     size_t mm_scratch_size;
     void *att_scratch;
+    size_t att_scratch_size;
 } cpu_backend;
 
 static void cpu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bias,
@@ -68,7 +69,7 @@ static void cpu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int 
                           int64_t pos0, float scale, float *out) {
     cpu_backend *c = (cpu_backend *)be;
     mtplx_attention(c->tp, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type, pos0, scale, out,
-                    c->att_scratch);
+                    c->att_scratch, c->att_scratch_size);
 }
 
 static void cpu_get_row(mtplx_backend *be, const mtplx_weight *w, int64_t id, float *out) {
@@ -116,7 +117,8 @@ mtplx_status mtplx_backend_cpu_new(int n_threads, int64_t max_k, int64_t max_n, 
     }
     c->mm_scratch_size = mm;
     c->mm_scratch = mtplx_aligned_alloc(64, mm);
-    c->att_scratch = mtplx_aligned_alloc(64, mtplx_attention_scratch_size(n_ctx, n_threads));
+    c->att_scratch_size = mtplx_attention_scratch_size(n_ctx, n_threads);
+    c->att_scratch = mtplx_aligned_alloc(64, c->att_scratch_size);
     if (!c->mm_scratch || !c->att_scratch) {
         cpu_free(&c->base);
         return mtplx_fail(MTPLX_ERR_NOMEM, "cpu backend: out of memory for scratch");

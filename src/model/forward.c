@@ -253,7 +253,7 @@ static void mtp_ops(const mtplx_model *m, int hi, mtplx_backend *be, mtplx_kv *k
     mtplx_be_copy(be, a->hidden, a->x, (size_t)(n * e) * sizeof(float));
     /* the Q4_0 draft copy of the lm_head on the CPU; the GPU's fast GEMV
      * reads the original types (mmv.cu) */
-    bool draft_lm = m->draft_output.data && !strcmp(be->name, "cpu");
+    bool draft_lm = !strcmp(be->name, "cpu") && m->draft_output.data; /* set before any CPU context */
     head(m, draft_lm ? &m->draft_output : &m->output, h->norm, be, a, n - 1, 1, n_out);
 }
 

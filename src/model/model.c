@@ -324,10 +324,7 @@ static mtplx_status build(mtplx_model *m, const mtplx_model_params *p) {
             MTPLX_TRY(load_mtp(m, i, &m->mtp[i]));
             if (to_q8) MTPLX_TRY(head_q8_0(m, &m->mtp[i]));
         }
-        if (env_override("MTPLX_DRAFT_LM_Q4_0", p->draft_lm_q4_0)) {
-            m->draft_output = m->output;
-            MTPLX_TRY(requant(m, &m->draft_output, MTPLX_TYPE_Q4_0));
-        }
+        m->draft_output_wanted = env_override("MTPLX_DRAFT_LM_Q4_0", p->draft_lm_q4_0);
         m->n_mtp = (int32_t)n_nextn;
     }
     return mtplx_model_embed_setup(m); /* embedder / reranker roles (model/encoder.c) */
@@ -344,6 +341,7 @@ mtplx_status mtplx_model_from_gguf(mtplx_gguf *g, const char *path, const char *
         return mtplx_fail(MTPLX_ERR_NOMEM, "out of memory");
     }
     m->g = g;
+    pthread_mutex_init(&m->draft_lock, NULL);
     m->path = mtplx_strdup(path);
     snprintf(m->format, sizeof m->format, "%s", format);
     mtplx_status st = m->path ? build(m, params) : mtplx_fail(MTPLX_ERR_NOMEM, "out of memory");
@@ -378,7 +376,25 @@ void mtplx_model_free(mtplx_model *m) {
     mtplx_tokenizer_free(m->tok);
     mtplx_gguf_free(m->g);
     free(m->path);
+    pthread_mutex_destroy(&m->draft_lock);
     free(m);
+}
+
+/* The Q4_0 draft copy of the lm_head is made here, by the first context on
+ * the CPU (the only backend that reads it), not at load: a model that runs
+ * on a GPU never pays its memory and time. Contexts of one model may be
+ * created from several threads (the server), hence the lock. */
+mtplx_status mtplx_model_draft_output_prepare(mtplx_model *m) {
+    if (!m->draft_output_wanted || m->n_mtp == 0) return MTPLX_OK;
+    pthread_mutex_lock(&m->draft_lock);
+    mtplx_status st = MTPLX_OK;
+    if (!m->draft_output.data) {
+        mtplx_weight w = m->output;
+        st = requant(m, &w, MTPLX_TYPE_Q4_0);
+        if (st == MTPLX_OK) m->draft_output = w;
+    }
+    pthread_mutex_unlock(&m->draft_lock);
+    return st;
 }
 
 const mtplx_tokenizer *mtplx_model_tokenizer(const mtplx_model *m) { return m->tok; }

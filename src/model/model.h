@@ -8,6 +8,7 @@
 #ifndef MTPLX_MODEL_H
 #define MTPLX_MODEL_H
 
+#include <pthread.h>
 #include "formats/gguf.h"
 #include "model/backend.h"
 
@@ -57,7 +58,9 @@ struct mtplx_model {
     char name[128];
     mtplx_weight tok_embd;  /* [n_vocab, n_embd] */
     mtplx_weight output;    /* [n_vocab, n_embd]; = tok_embd when tied */
-    mtplx_weight draft_output; /* opt-in copy of output the MTP head drafts with, or .data NULL */
+    mtplx_weight draft_output; /* copy of output the MTP head drafts with on the CPU, or .data NULL */
+    bool draft_output_wanted;  /* made by the first CPU context (mtplx_model_draft_output_prepare) */
+    pthread_mutex_t draft_lock;
     bool tied;
     float *output_norm;     /* [n_embd] */
     float *inv_freq;        /* [head_dim/2], llama3 scaling / rope_freqs applied */
@@ -79,6 +82,9 @@ mtplx_status mtplx_model_vec(mtplx_model *m, const char *name, int64_t n, bool r
                              float **out);
 
 /* Build a model from a loaded container (takes ownership of g). */
+/* Make the CPU draft copy of the lm_head if wanted and not made yet
+ * (thread-safe; every context on the CPU calls it when it is created). */
+mtplx_status mtplx_model_draft_output_prepare(mtplx_model *m);
 mtplx_status mtplx_model_from_gguf(mtplx_gguf *g, const char *path, const char *format,
                                    const mtplx_model_params *params, mtplx_model **out);
 

@@ -494,6 +494,137 @@ static void attn_avx2(const attn_args *a, int64_t tok, int head, float *scores) 
         attn_head(a, tok, head, scores, 0);
 }
 
+/* ---- attention for a group of queries sharing a KV head ----
+ * K and V are converted to f32 tiles of ATTN_JT positions once per group,
+ * then every query of the group works from the tile (in L1) instead of
+ * reading the cache itself. Each query's arithmetic is the per-query
+ * kernel's with one change that makes it the same in any group: every key's
+ * score goes through a four-key reduction (hsum8x4), the last partial four
+ * included. Scores first (pass 1), then the softmax, then values (pass 2,
+ * each query's accumulators kept in memory between tiles, so the sums run in
+ * position order exactly as one unbroken loop would). */
+#define ATTN_JT 32       /* positions per tile, a multiple of 4 */
+#define ATTN_TILE_HD 256 /* head_dim limit of the tiled path */
+
+static void attn_tile(float *tile, int f16, const void *base, int64_t j0, int jn, size_t row, size_t off, int hd) {
+    for (int jj = 0; jj < jn; jj++) {
+        const size_t src = (size_t)(j0 + jj) * row + off;
+        float *dst = tile + (size_t)jj * hd;
+        /* a row of the next tile: strided rows defeat the hardware prefetcher */
+        const char *ahead = (const char *)base + (src + ATTN_JT * row) * (f16 ? 2 : 4);
+        for (int b = 0; b < hd * (f16 ? 2 : 4); b += 64) _mm_prefetch(ahead + b, _MM_HINT_T0);
+        if (f16)
+            for (int d = 0; d < hd; d += 8) _mm256_store_ps(dst + d, load_kv8(1, base, src + d));
+        else
+            memcpy(dst, (const float *)base + src, (size_t)hd * sizeof(float));
+    }
+    int pad = (jn + 3) / 4 * 4; /* read by the last four-key group, never used */
+    memset(tile + (size_t)jn * hd, 0, (size_t)(pad - jn) * hd * sizeof(float));
+}
+
+/* acc[d0 .. d0 + 64) += sum_j p[j] * tile row j, j < jn (8 registers) */
+AI void attn_values64(float *acc, const float *p, const float *tile, int jn, int hd, int d0) {
+    __m256 r0 = _mm256_load_ps(acc + d0), r1 = _mm256_load_ps(acc + d0 + 8), r2 = _mm256_load_ps(acc + d0 + 16),
+           r3 = _mm256_load_ps(acc + d0 + 24), r4 = _mm256_load_ps(acc + d0 + 32),
+           r5 = _mm256_load_ps(acc + d0 + 40), r6 = _mm256_load_ps(acc + d0 + 48),
+           r7 = _mm256_load_ps(acc + d0 + 56);
+    for (int jj = 0; jj < jn; jj++) {
+        const __m256 pb = _mm256_broadcast_ss(p + jj);
+        const float *x = tile + (size_t)jj * hd + d0;
+        r0 = _mm256_fmadd_ps(pb, _mm256_load_ps(x), r0);
+        r1 = _mm256_fmadd_ps(pb, _mm256_load_ps(x + 8), r1);
+        r2 = _mm256_fmadd_ps(pb, _mm256_load_ps(x + 16), r2);
+        r3 = _mm256_fmadd_ps(pb, _mm256_load_ps(x + 24), r3);
+        r4 = _mm256_fmadd_ps(pb, _mm256_load_ps(x + 32), r4);
+        r5 = _mm256_fmadd_ps(pb, _mm256_load_ps(x + 40), r5);
+        r6 = _mm256_fmadd_ps(pb, _mm256_load_ps(x + 48), r6);
+        r7 = _mm256_fmadd_ps(pb, _mm256_load_ps(x + 56), r7);
+    }
+    _mm256_store_ps(acc + d0, r0), _mm256_store_ps(acc + d0 + 8, r1), _mm256_store_ps(acc + d0 + 16, r2);
+    _mm256_store_ps(acc + d0 + 24, r3), _mm256_store_ps(acc + d0 + 32, r4), _mm256_store_ps(acc + d0 + 40, r5);
+    _mm256_store_ps(acc + d0 + 48, r6), _mm256_store_ps(acc + d0 + 56, r7);
+}
+
+/* the same for 8 columns */
+AI void attn_values8(float *acc, const float *p, const float *tile, int jn, int hd, int d0) {
+    __m256 r = _mm256_load_ps(acc + d0);
+    for (int jj = 0; jj < jn; jj++)
+        r = _mm256_fmadd_ps(_mm256_broadcast_ss(p + jj), _mm256_load_ps(tile + (size_t)jj * hd + d0), r);
+    _mm256_store_ps(acc + d0, r);
+}
+
+static void attn_group_avx2(const attn_args *a, int kvh, int h0, int h1, int64_t t0, int64_t t1, float *scores,
+                            size_t stride) {
+    const int hd = a->head_dim, nh = h1 - h0, nq = nh * (int)(t1 - t0);
+    if (a->kv_type == MTPLX_TYPE_Q8_0 || hd % 8 || hd > ATTN_TILE_HD || nq > ATTN_GROUP_Q) {
+        attn_group_each(attn_avx2, a, h0, h1, t0, t1, scores, stride);
+        return;
+    }
+    const int f16 = a->kv_type == MTPLX_TYPE_F16;
+    const size_t row = (size_t)a->n_head_kv * hd, off = (size_t)kvh * hd;
+    const int64_t n_max = a->pos0 + t1; /* positions the last token sees */
+    float tile[ATTN_JT * ATTN_TILE_HD] __attribute__((aligned(32)));
+    float acc[ATTN_GROUP_Q * ATTN_TILE_HD] __attribute__((aligned(32)));
+    float inv[ATTN_GROUP_Q];
+#define QUERY(qi) (a->pos0 + t0 + (qi) / nh + 1) /* positions query qi sees */
+    for (int64_t j0 = 0; j0 < n_max; j0 += ATTN_JT) {
+        const int jn = (int)(n_max - j0 < ATTN_JT ? n_max - j0 : ATTN_JT);
+        attn_tile(tile, f16, a->k, j0, jn, row, off, hd);
+        for (int qi = 0; qi < nq; qi++) {
+            const int64_t n_kv = QUERY(qi);
+            if (j0 >= n_kv) continue;
+            const int je = (int)(n_kv - j0 < jn ? n_kv - j0 : jn);
+            const float *q = a->q + ((size_t)(t0 + qi / nh) * a->n_head + h0 + qi % nh) * hd;
+            float *s = scores + (size_t)qi * stride + j0;
+            for (int jj = 0; jj < je; jj += 4) {
+                const float *k0 = tile + (size_t)jj * hd;
+                __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+                for (int d = 0; d < hd; d += 8) {
+                    __m256 qv = _mm256_loadu_ps(q + d);
+                    s0 = _mm256_fmadd_ps(qv, _mm256_load_ps(k0 + d), s0);
+                    s1 = _mm256_fmadd_ps(qv, _mm256_load_ps(k0 + hd + d), s1);
+                    s2 = _mm256_fmadd_ps(qv, _mm256_load_ps(k0 + 2 * hd + d), s2);
+                    s3 = _mm256_fmadd_ps(qv, _mm256_load_ps(k0 + 3 * hd + d), s3);
+                }
+                __m128 r = _mm_mul_ps(hsum8x4(s0, s1, s2, s3), _mm_set1_ps(a->scale));
+                if (jj + 4 <= je) {
+                    _mm_storeu_ps(s + jj, r);
+                } else {
+                    float x[4];
+                    _mm_storeu_ps(x, r);
+                    for (int u = 0; jj + u < je; u++) s[jj + u] = x[u];
+                }
+            }
+        }
+    }
+    for (int qi = 0; qi < nq; qi++) {
+        float *s = scores + (size_t)qi * stride;
+        const int64_t n_kv = QUERY(qi);
+        inv[qi] = 1.f / exp_sum(s, n_kv, max_of(s, n_kv));
+    }
+    memset(acc, 0, (size_t)nq * hd * sizeof(float));
+    for (int64_t j0 = 0; j0 < n_max; j0 += ATTN_JT) {
+        const int jn = (int)(n_max - j0 < ATTN_JT ? n_max - j0 : ATTN_JT);
+        attn_tile(tile, f16, a->v, j0, jn, row, off, hd);
+        for (int qi = 0; qi < nq; qi++) {
+            const int64_t n_kv = QUERY(qi);
+            if (j0 >= n_kv) continue;
+            const int je = (int)(n_kv - j0 < jn ? n_kv - j0 : jn);
+            const float *p = scores + (size_t)qi * stride + j0;
+            int d0 = 0;
+            for (; d0 + 64 <= hd; d0 += 64) attn_values64(acc + (size_t)qi * hd, p, tile, je, hd, d0);
+            for (; d0 < hd; d0 += 8) attn_values8(acc + (size_t)qi * hd, p, tile, je, hd, d0);
+        }
+    }
+    for (int qi = 0; qi < nq; qi++) {
+        float *out = a->out + ((size_t)(t0 + qi / nh) * a->n_head + h0 + qi % nh) * hd;
+        const __m256 vi = _mm256_set1_ps(inv[qi]);
+        for (int d = 0; d < hd; d += 8)
+            _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_load_ps(acc + (size_t)qi * hd + d), vi));
+    }
+#undef QUERY
+}
+
 const kernel_ops mtplx_kernels_avx2_ops = {
     .name = "avx2",
     .mm =
@@ -520,4 +651,5 @@ const kernel_ops mtplx_kernels_avx2_ops = {
     .softmax = softmax_avx2,
     .f32_to_f16 = f32_to_f16_avx2,
     .attn = attn_avx2,
+    .attn_group = attn_group_avx2,
 };

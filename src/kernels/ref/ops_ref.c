@@ -204,6 +204,12 @@ static void attn_ref(const attn_args *a, int64_t tok, int head, float *scores) {
             out[d] += scores[j] * kv_at(a->kv_type, a->v, j * row + (size_t)kvh * hd + d);
 }
 
+static void attn_group_ref(const attn_args *a, int kvh, int h0, int h1, int64_t t0, int64_t t1, float *scores,
+                           size_t stride) {
+    (void)kvh;
+    attn_group_each(attn_ref, a, h0, h1, t0, t1, scores, stride);
+}
+
 const kernel_ops mtplx_kernels_ref_ops = {
     .name = "ref",
     .mm =
@@ -230,4 +236,5 @@ const kernel_ops mtplx_kernels_ref_ops = {
     .softmax = softmax_ref,
     .f32_to_f16 = f32_to_f16_ref,
     .attn = attn_ref,
+    .attn_group = attn_group_ref,
 };
