@@ -62,6 +62,15 @@ static void test_small_ops(void **state) {
         }
         assert_true(fabs(sum - 1) < 1e-5);
 
+        /* log-sum-exp (what every token's logprob costs): y as above, a
+         * masked entry, and a row with every entry masked */
+        y[11] = -INFINITY;
+        double lz = 0;
+        for (int64_t j = 0; j < d; j++) lz += exp((double)y[j] - 400);
+        assert_true(fabs(mtplx_log_sum_exp(y, d) - (400 + log(lz))) <= 1e-4);
+        for (int64_t j = 0; j < 37; j++) out[j] = -INFINITY;
+        assert_true(mtplx_log_sum_exp(out, 37) == -INFINITY);
+
         mtplx_store_rows(MTPLX_TYPE_F16, x, h, 1, d);
         for (int64_t j = 0; j < d; j++) assert_int_equal(h[j], mtplx_fp32_to_fp16(x[j]));
         mtplx_store_rows(MTPLX_TYPE_F32, x, out, rows, d);

@@ -7,6 +7,7 @@
  * (seed, position, purpose), so every position has its own stream and a run
  * is reproducible whatever was drafted before it. */
 #include "engine/engine.h"
+#include "kernels/kernels.h"
 
 #include <float.h>
 #include <math.h>
@@ -191,11 +192,7 @@ int32_t mtplx_sample_dist(const float *probs, int32_t V, double u) {
 }
 
 float mtplx_logprob(const float *logits, int32_t V, int32_t id) {
-    float mx = -INFINITY;
-    for (int32_t i = 0; i < V; i++)
-        if (logits[i] > mx) mx = logits[i];
-    double s = 0;
-    for (int32_t i = 0; i < V; i++) s += exp((double)logits[i] - mx);
-    if (!(s > 0)) return -INFINITY; /* every token masked */
-    return (float)((double)logits[id] - mx - log(s));
+    float lse = mtplx_log_sum_exp(logits, V); /* SIMD: per token on every path, so it must be cheap */
+    if (lse == -INFINITY) return -INFINITY;   /* every token masked */
+    return logits[id] - lse;
 }

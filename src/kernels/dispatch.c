@@ -55,6 +55,7 @@ static void install(const kernel_ops *v) {
         FILL(silu_mul);
         FILL(add);
         FILL(softmax);
+        FILL(log_sum_exp);
         FILL(f32_to_f16);
         FILL(attn);
         FILL(attn_group);
@@ -234,6 +235,14 @@ void mtplx_silu_mul(const float *gate, const float *up, float *out, int64_t n) {
 void mtplx_add(float *y, const float *x, int64_t n) { mtplx_kernels_ops()->add(y, x, n); }
 
 void mtplx_softmax(float *x, int64_t n) { mtplx_kernels_ops()->softmax(x, n); }
+
+float mtplx_log_sum_exp(const float *x, int64_t n) {
+    if (n <= 0) return -INFINITY;
+    float mx = x[0];
+    for (int64_t i = 1; i < n && mx != INFINITY; i++) mx = x[i] > mx ? x[i] : mx;
+    if (!isfinite(mx)) return mx; /* every entry -inf (all masked), or +inf */
+    return mtplx_kernels_ops()->log_sum_exp(x, n);
+}
 
 void mtplx_store_rows(int kv_type, const float *src, void *dst, int64_t n, int64_t d) {
     if (kv_type == MTPLX_TYPE_F32)

@@ -104,6 +104,8 @@ void mtplx_rmsnorm(const float *x, const float *w, float *out, int64_t n, int64_
 void mtplx_silu_mul(const float *gate, const float *up, float *out, int64_t n);
 void mtplx_add(float *y, const float *x, int64_t n); /* y += x */
 void mtplx_softmax(float *x, int64_t n);               /* in place, max-subtracted */
+/* log(sum exp x), max-subtracted, in float (-inf when every x is -inf). */
+float mtplx_log_sum_exp(const float *x, int64_t n);
 
 /* Causal attention of n_tok query tokens at positions pos0 .. pos0+n_tok-1
  * against a KV cache holding positions 0 .. pos0+n_tok-1 (the new tokens

@@ -333,6 +333,20 @@ static void softmax_avx2(float *x, int64_t n) {
     for (; i < n; i++) x[i] *= inv;
 }
 
+static float log_sum_exp_avx2(const float *x, int64_t n) {
+    const float mx = max_of(x, n);
+    const __m256 vmax = _mm256_set1_ps(mx);
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_add_ps(s0, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax)));
+        s1 = _mm256_add_ps(s1, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vmax)));
+    }
+    float s = hsum8(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) s += expf(x[i] - mx);
+    return mx + logf(s);
+}
+
 static void f32_to_f16_avx2(const float *x, uint16_t *y, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -649,6 +663,7 @@ const kernel_ops mtplx_kernels_avx2_ops = {
     .silu_mul = silu_mul_avx2,
     .add = add_avx2,
     .softmax = softmax_avx2,
+    .log_sum_exp = log_sum_exp_avx2,
     .f32_to_f16 = f32_to_f16_avx2,
     .attn = attn_avx2,
     .attn_group = attn_group_avx2,

@@ -142,6 +142,14 @@ static void softmax_ref(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
+static float log_sum_exp_ref(const float *x, int64_t n) {
+    float max = x[0];
+    for (int64_t i = 1; i < n; i++) max = fmaxf(max, x[i]);
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += exp((double)x[i] - max);
+    return (float)(max + log(sum));
+}
+
 static void f32_to_f16_ref(const float *x, uint16_t *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = mtplx_fp32_to_fp16(x[i]);
 }
@@ -234,6 +242,7 @@ const kernel_ops mtplx_kernels_ref_ops = {
     .silu_mul = silu_mul_ref,
     .add = add_ref,
     .softmax = softmax_ref,
+    .log_sum_exp = log_sum_exp_ref,
     .f32_to_f16 = f32_to_f16_ref,
     .attn = attn_ref,
     .attn_group = attn_group_ref,
