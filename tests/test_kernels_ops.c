@@ -70,6 +70,17 @@ static void test_small_ops(void **state) {
         assert_true(fabs(mtplx_log_sum_exp(y, d) - (400 + log(lz))) <= 1e-4);
         for (int64_t j = 0; j < 37; j++) out[j] = -INFINITY;
         assert_true(mtplx_log_sum_exp(out, 37) == -INFINITY);
+        /* the sampler's temperature softmax numerator: masked entries 0 */
+        float es = mtplx_exp_scaled(y, d, 1 / 0.7f, out);
+        double et = 0;
+        for (int64_t j = 0; j < d; j++) {
+            double e = y[j] == -INFINITY ? 0 : exp(((double)y[j] - 400) / 0.7);
+            assert_true(fabs(out[j] - e) <= OPS_TOL * e + 1e-37);
+            et += e;
+        }
+        assert_true(out[11] == 0 && fabs(es - et) <= 1e-5 * et);
+        for (int64_t j = 0; j < 37; j++) y[j] = -INFINITY;
+        assert_true(mtplx_exp_scaled(y, 37, 1.f, out) == 0 && out[0] == 0);
 
         mtplx_store_rows(MTPLX_TYPE_F16, x, h, 1, d);
         for (int64_t j = 0; j < d; j++) assert_int_equal(h[j], mtplx_fp32_to_fp16(x[j]));

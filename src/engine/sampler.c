@@ -118,35 +118,44 @@ void mtplx_sampler_dist(const float *logits, int32_t V, const mtplx_sampler_para
         probs[best] = 1.0f;
         return;
     }
-    float mx = -INFINITY;
-    for (int32_t i = 0; i < V; i++)
-        if (work[i] > mx) mx = work[i];
-    double sum = 0;
-    float inv_t = 1.0f / sp->temperature;
-    for (int32_t i = 0; i < V; i++) {
-        float e = work[i] == -INFINITY ? 0.0f : expf((work[i] - mx) * inv_t);
-        probs[i] = e;
-        sum += e;
-    }
-    for (int32_t i = 0; i < V; i++) probs[i] = (float)(probs[i] / sum);
+    const float inv_t = 1.0f / sp->temperature;
     bool top_k = sp->top_k > 0 && sp->top_k < V, top_p = sp->top_p < 1.0f,
          min_p = sp->min_p > 0.0f;
-    if (!(top_k || top_p || min_p)) return;
     /* The kept set is idx[0..kept): top-k, then the smallest top-p nucleus
      * of what top-k kept, then min-p relative to the best kept token.
      * Renormalising between stages does not change the order, so the final
      * distribution is the kept probabilities renormalised once. The nucleus
      * is found in a sorted prefix that widens until it contains it. */
-    int32_t n = 0;
-    for (int32_t i = 0; i < V; i++)
-        if (probs[i] > 0) idx[n++] = i;
-    int32_t K = top_k && sp->top_k < n ? sp->top_k : n, kept = n;
-    double Z = 1.0;
-    if (K < n) {
-        top_sorted(idx, n, K, probs);
+    int32_t n = 0, K, kept;
+    double Z; /* the mass of what top-k kept, in probs' units */
+    if (top_k) {
+        /* Only the k largest logits can be kept, so only they are
+         * exponentiated (probs unnormalised; Z is their sum): a verify step
+         * builds k + 1 of these distributions and the draft k more. */
+        for (int32_t i = 0; i < V; i++)
+            if (work[i] != -INFINITY) idx[n++] = i;
+        K = sp->top_k < n ? sp->top_k : n;
+        top_sorted(idx, n, K, work);
+        memset(probs, 0, (size_t)V * sizeof(float));
         Z = 0;
-        for (int32_t j = 0; j < K; j++) Z += probs[idx[j]];
-        kept = K;
+        kept = 0;
+        for (int32_t j = 0; j < K; j++) {
+            float e = expf((work[idx[j]] - work[idx[0]]) * inv_t);
+            if (!(e > 0)) continue;
+            probs[idx[j]] = e;
+            Z += e;
+            idx[kept++] = idx[j];
+        }
+        n = K = kept;
+    } else {
+        float sum = mtplx_exp_scaled(work, V, inv_t, probs);
+        const float inv = 1.0f / sum;
+        for (int32_t i = 0; i < V; i++) probs[i] *= inv;
+        if (!(top_p || min_p)) return;
+        for (int32_t i = 0; i < V; i++)
+            if (probs[i] > 0) idx[n++] = i;
+        K = kept = n;
+        Z = 1.0;
     }
     if (top_p) {
         int32_t want = K < n ? K : (K < 1024 ? K : 1024);

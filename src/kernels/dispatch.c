@@ -56,6 +56,7 @@ static void install(const kernel_ops *v) {
         FILL(add);
         FILL(softmax);
         FILL(log_sum_exp);
+        FILL(exp_scaled);
         FILL(f32_to_f16);
         FILL(attn);
         FILL(attn_group);
@@ -235,6 +236,17 @@ void mtplx_silu_mul(const float *gate, const float *up, float *out, int64_t n) {
 void mtplx_add(float *y, const float *x, int64_t n) { mtplx_kernels_ops()->add(y, x, n); }
 
 void mtplx_softmax(float *x, int64_t n) { mtplx_kernels_ops()->softmax(x, n); }
+
+float mtplx_exp_scaled(const float *x, int64_t n, float s, float *out) {
+    if (n <= 0) return 0;
+    float mx = x[0];
+    for (int64_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    if (mx == -INFINITY) {
+        memset(out, 0, (size_t)n * sizeof(float));
+        return 0;
+    }
+    return mtplx_kernels_ops()->exp_scaled(x, n, mx, s, out);
+}
 
 float mtplx_log_sum_exp(const float *x, int64_t n) {
     if (n <= 0) return -INFINITY;

@@ -106,6 +106,9 @@ void mtplx_add(float *y, const float *x, int64_t n); /* y += x */
 void mtplx_softmax(float *x, int64_t n);               /* in place, max-subtracted */
 /* log(sum exp x), max-subtracted, in float (-inf when every x is -inf). */
 float mtplx_log_sum_exp(const float *x, int64_t n);
+/* out = exp((x - max x) * s), exactly 0 where x is -inf; returns sum(out)
+ * (0 when every x is -inf). The sampler's temperature softmax. */
+float mtplx_exp_scaled(const float *x, int64_t n, float s, float *out);
 
 /* Causal attention of n_tok query tokens at positions pos0 .. pos0+n_tok-1
  * against a KV cache holding positions 0 .. pos0+n_tok-1 (the new tokens

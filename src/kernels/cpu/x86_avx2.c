@@ -347,6 +347,22 @@ static float log_sum_exp_avx2(const float *x, int64_t n) {
     return mx + logf(s);
 }
 
+static float exp_scaled_avx2(const float *x, int64_t n, float mx, float s, float *out) {
+    const __m256 vmax = _mm256_set1_ps(mx), vs = _mm256_set1_ps(s), ninf = _mm256_set1_ps(-INFINITY);
+    __m256 sum = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 e = exp8(_mm256_mul_ps(_mm256_sub_ps(v, vmax), vs));
+        e = _mm256_andnot_ps(_mm256_cmp_ps(v, ninf, _CMP_EQ_OQ), e); /* masked: exactly 0 */
+        _mm256_storeu_ps(out + i, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    float t = hsum8(sum);
+    for (; i < n; i++) t += out[i] = x[i] == -INFINITY ? 0.0f : expf((x[i] - mx) * s);
+    return t;
+}
+
 static void f32_to_f16_avx2(const float *x, uint16_t *y, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -664,6 +680,7 @@ const kernel_ops mtplx_kernels_avx2_ops = {
     .add = add_avx2,
     .softmax = softmax_avx2,
     .log_sum_exp = log_sum_exp_avx2,
+    .exp_scaled = exp_scaled_avx2,
     .f32_to_f16 = f32_to_f16_avx2,
     .attn = attn_avx2,
     .attn_group = attn_group_avx2,

@@ -150,6 +150,12 @@ static float log_sum_exp_ref(const float *x, int64_t n) {
     return (float)(max + log(sum));
 }
 
+static float exp_scaled_ref(const float *x, int64_t n, float mx, float s, float *out) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += out[i] = x[i] == -INFINITY ? 0.0f : expf((x[i] - mx) * s);
+    return (float)sum;
+}
+
 static void f32_to_f16_ref(const float *x, uint16_t *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = mtplx_fp32_to_fp16(x[i]);
 }
@@ -243,6 +249,7 @@ const kernel_ops mtplx_kernels_ref_ops = {
     .add = add_ref,
     .softmax = softmax_ref,
     .log_sum_exp = log_sum_exp_ref,
+    .exp_scaled = exp_scaled_ref,
     .f32_to_f16 = f32_to_f16_ref,
     .attn = attn_ref,
     .attn_group = attn_group_ref,
