@@ -239,21 +239,11 @@ void mtplx_softmax(float *x, int64_t n) { mtplx_kernels_ops()->softmax(x, n); }
 
 float mtplx_exp_scaled(const float *x, int64_t n, float s, float *out) {
     if (n <= 0) return 0;
-    float mx = x[0];
-    for (int64_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-    if (mx == -INFINITY) {
-        memset(out, 0, (size_t)n * sizeof(float));
-        return 0;
-    }
-    return mtplx_kernels_ops()->exp_scaled(x, n, mx, s, out);
+    return mtplx_kernels_ops()->exp_scaled(x, n, s, out);
 }
 
 float mtplx_log_sum_exp(const float *x, int64_t n) {
-    if (n <= 0) return -INFINITY;
-    float mx = x[0];
-    for (int64_t i = 1; i < n && mx != INFINITY; i++) mx = x[i] > mx ? x[i] : mx;
-    if (!isfinite(mx)) return mx; /* every entry -inf (all masked), or +inf */
-    return mtplx_kernels_ops()->log_sum_exp(x, n);
+    return n > 0 ? mtplx_kernels_ops()->log_sum_exp(x, n) : -INFINITY;
 }
 
 void mtplx_store_rows(int kv_type, const float *src, void *dst, int64_t n, int64_t d) {

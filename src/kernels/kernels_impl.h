@@ -82,8 +82,9 @@ typedef struct kernel_ops {
     void (*silu_mul)(const float *gate, const float *up, float *out, int64_t n);
     void (*add)(float *y, const float *x, int64_t n);
     void (*softmax)(float *x, int64_t n);
-    float (*log_sum_exp)(const float *x, int64_t n); /* n > 0, max finite */
-    float (*exp_scaled)(const float *x, int64_t n, float mx, float s, float *out); /* max finite */
+    /* n > 0; a max of -inf (all masked) gives -inf / all 0, +inf gives +inf */
+    float (*log_sum_exp)(const float *x, int64_t n);
+    float (*exp_scaled)(const float *x, int64_t n, float s, float *out);
     void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
     attn_fn attn;
     attn_group_fn attn_group;

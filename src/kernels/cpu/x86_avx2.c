@@ -335,6 +335,7 @@ static void softmax_avx2(float *x, int64_t n) {
 
 static float log_sum_exp_avx2(const float *x, int64_t n) {
     const float mx = max_of(x, n);
+    if (!isfinite(mx)) return mx;
     const __m256 vmax = _mm256_set1_ps(mx);
     __m256 s0 = _mm256_setzero_ps(), s1 = s0;
     int64_t i = 0;
@@ -347,7 +348,12 @@ static float log_sum_exp_avx2(const float *x, int64_t n) {
     return mx + logf(s);
 }
 
-static float exp_scaled_avx2(const float *x, int64_t n, float mx, float s, float *out) {
+static float exp_scaled_avx2(const float *x, int64_t n, float s, float *out) {
+    const float mx = max_of(x, n);
+    if (mx == -INFINITY) {
+        memset(out, 0, (size_t)n * sizeof(float));
+        return 0;
+    }
     const __m256 vmax = _mm256_set1_ps(mx), vs = _mm256_set1_ps(s), ninf = _mm256_set1_ps(-INFINITY);
     __m256 sum = _mm256_setzero_ps();
     int64_t i = 0;

@@ -145,12 +145,19 @@ static void softmax_ref(float *x, int64_t n) {
 static float log_sum_exp_ref(const float *x, int64_t n) {
     float max = x[0];
     for (int64_t i = 1; i < n; i++) max = fmaxf(max, x[i]);
+    if (!isfinite(max)) return max;
     double sum = 0;
     for (int64_t i = 0; i < n; i++) sum += exp((double)x[i] - max);
     return (float)(max + log(sum));
 }
 
-static float exp_scaled_ref(const float *x, int64_t n, float mx, float s, float *out) {
+static float exp_scaled_ref(const float *x, int64_t n, float s, float *out) {
+    float mx = x[0];
+    for (int64_t i = 1; i < n; i++) mx = fmaxf(mx, x[i]);
+    if (mx == -INFINITY) {
+        memset(out, 0, (size_t)n * sizeof(float));
+        return 0;
+    }
     double sum = 0;
     for (int64_t i = 0; i < n; i++) sum += out[i] = x[i] == -INFINITY ? 0.0f : expf((x[i] - mx) * s);
     return (float)sum;
