@@ -233,6 +233,40 @@ static void distribution_exact_draft_vocab(void **state) {
 }
 
 /* The sampler's transforms against a direct computation. */
+/* top-k on a large vocabulary (the one-pass heap path): exactly the k
+ * largest logits, ties at the boundary going to the lower id, with
+ * probabilities exp(l - max) over their sum; masked ids never kept */
+static void sampler_top_k_large(void **state) {
+    (void)state;
+    enum { V = 5000, K = 40 };
+    static float l[V], p[V], w[V];
+    static int32_t idx[V];
+    uint64_t x = 12345;
+    for (int i = 0; i < V; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        l[i] = (float)((x >> 40) % 200) / 10.0f; /* 200 levels: many ties */
+    }
+    l[17] = -INFINITY;
+    mtplx_sampler_params sp = mtplx_sampler_default_params();
+    sp.temperature = 1.0f, sp.top_k = K, sp.top_p = 1.0f, sp.min_p = 0;
+    mtplx_history none = {NULL, 0};
+    mtplx_sampler_dist(l, V, &sp, none, p, w, idx);
+    /* brute force: rank = number of ids ranking above */
+    double z = 0, mx = -INFINITY;
+    for (int i = 0; i < V; i++) mx = l[i] > mx ? l[i] : mx;
+    int kept = 0;
+    for (int i = 0; i < V; i++) {
+        int above = 0;
+        for (int j = 0; j < V; j++) above += l[j] > l[i] || (l[j] == l[i] && j < i);
+        bool in = above < K && l[i] != -INFINITY;
+        assert_true((p[i] > 0) == in);
+        if (in) z += exp(l[i] - mx), kept++;
+    }
+    assert_int_equal(kept, K);
+    for (int i = 0; i < V; i++)
+        if (p[i] > 0) assert_float_equal(p[i], exp(l[i] - mx) / z, 1e-6);
+}
+
 static void sampler_transforms(void **state) {
     (void)state;
     float logits[6] = {2.0f, 1.0f, 0.5f, 0.0f, -1.0f, 3.0f}, p[6], w[6];
@@ -610,6 +644,7 @@ static void head_rows_taken_over(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sampler_transforms),
+        cmocka_unit_test(sampler_top_k_large),
         cmocka_unit_test(rejection_sampler_exact),
         cmocka_unit_test(greedy_equal),
         cmocka_unit_test(greedy_equal_q8_head),

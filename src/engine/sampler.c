@@ -67,9 +67,40 @@ static int cmp_desc(const void *a, const void *b, void *ctx) {
     return *(const int32_t *)a - *(const int32_t *)b;
 }
 
-/* Move the k largest of idx[0..n) (by p) to the front, sorted descending. */
+/* a ranks above b: larger value, then the smaller id (cmp_desc's order) */
+static inline bool ranks_above(const float *p, int32_t a, int32_t b) {
+    return p[a] > p[b] || (p[a] == p[b] && a < b);
+}
+
+/* idx[0..k) as a heap whose root ranks lowest */
+static void sift_down(int32_t *h, int32_t k, int32_t i, const float *p) {
+    for (;;) {
+        int32_t l = 2 * i + 1, r = l + 1, w = i;
+        if (l < k && ranks_above(p, h[w], h[l])) w = l;
+        if (r < k && ranks_above(p, h[w], h[r])) w = r;
+        if (w == i) return;
+        int32_t t = h[i];
+        h[i] = h[w];
+        h[w] = t;
+        i = w;
+    }
+}
+
+/* Move the k largest of idx[0..n) (by p) to the front, sorted descending.
+ * Small k (top-k 40 of 8192 logits, each row of each verify step): one pass
+ * against a k-entry heap, almost every entry rejected by one comparison with
+ * its root. Large k: quickselect. */
 static void top_sorted(int32_t *idx, int32_t n, int32_t k, const float *p) {
-    if (k < n) {
+    if (k < n && k <= n / 16) {
+        for (int32_t i = k / 2 - 1; i >= 0; i--) sift_down(idx, k, i, p);
+        for (int32_t i = k; i < n; i++) {
+            if (!ranks_above(p, idx[i], idx[0])) continue;
+            int32_t t = idx[0];
+            idx[0] = idx[i];
+            idx[i] = t;
+            sift_down(idx, k, 0, p);
+        }
+    } else if (k < n) {
         /* quickselect on values */
         int32_t lo = 0, hi = n - 1;
         while (lo < hi) {
