@@ -148,7 +148,7 @@ static float log_sum_exp_ref(const float *x, int64_t n) {
     if (!isfinite(max)) return max;
     double sum = 0;
     for (int64_t i = 0; i < n; i++) sum += exp((double)x[i] - max);
-    return (float)(max + log(sum));
+    return (float)(max + log(fmax(sum, 1.0))); /* sum >= 1: the max term is exp(0) */
 }
 
 static float exp_scaled_ref(const float *x, int64_t n, float s, float *out) {
