@@ -301,19 +301,32 @@ static void add_avx2(float *y, const float *x, int64_t n) {
     for (; i < n; i++) y[i] += x[i];
 }
 
-/* exp(x - max) in place; returns the sum. */
-static float exp_sum(float *x, int64_t n, float max) {
-    __m256 vmax = _mm256_set1_ps(max), sum = _mm256_setzero_ps();
+/* sum of e = exp((x - mx) * s) over x[0..n), each e also stored to out[i]
+ * unless out is NULL (out may be x). With scale 0 the product by s is left
+ * out (s is 1); with mask, -inf entries give exactly 0 (exp8 alone would give
+ * its floor, ~1e-38). One accumulator, in index order. */
+AI float exp_shifted(const float *x, int64_t n, float mx, float s, float *out, const int scale, const int mask) {
+    const __m256 vmax = _mm256_set1_ps(mx), vs = _mm256_set1_ps(s), ninf = _mm256_set1_ps(-INFINITY);
+    __m256 sum = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
-        _mm256_storeu_ps(x + i, e);
+        __m256 v = _mm256_loadu_ps(x + i), d = _mm256_sub_ps(v, vmax);
+        __m256 e = exp8(scale ? _mm256_mul_ps(d, vs) : d);
+        if (mask) e = _mm256_andnot_ps(_mm256_cmp_ps(v, ninf, _CMP_EQ_OQ), e);
+        if (out) _mm256_storeu_ps(out + i, e);
         sum = _mm256_add_ps(sum, e);
     }
-    float s = hsum8(sum);
-    for (; i < n; i++) s += x[i] = expf(x[i] - max);
-    return s;
+    float t = hsum8(sum);
+    for (; i < n; i++) {
+        float e = mask && x[i] == -INFINITY ? 0.0f : expf(scale ? (x[i] - mx) * s : x[i] - mx);
+        if (out) out[i] = e;
+        t += e;
+    }
+    return t;
 }
+
+/* exp(x - max) in place; returns the sum. */
+static float exp_sum(float *x, int64_t n, float max) { return exp_shifted(x, n, max, 1.f, x, 0, 0); }
 
 static float max_of(const float *x, int64_t n) {
     __m256 m = _mm256_set1_ps(-INFINITY);
@@ -336,16 +349,7 @@ static void softmax_avx2(float *x, int64_t n) {
 static float log_sum_exp_avx2(const float *x, int64_t n) {
     const float mx = max_of(x, n);
     if (!isfinite(mx)) return mx;
-    const __m256 vmax = _mm256_set1_ps(mx);
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = _mm256_add_ps(s0, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax)));
-        s1 = _mm256_add_ps(s1, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vmax)));
-    }
-    float s = hsum8(_mm256_add_ps(s0, s1));
-    for (; i < n; i++) s += expf(x[i] - mx);
-    return mx + logf(s);
+    return mx + logf(exp_shifted(x, n, mx, 1.f, NULL, 0, 0));
 }
 
 static float exp_scaled_avx2(const float *x, int64_t n, float s, float *out) {
@@ -354,19 +358,7 @@ static float exp_scaled_avx2(const float *x, int64_t n, float s, float *out) {
         memset(out, 0, (size_t)n * sizeof(float));
         return 0;
     }
-    const __m256 vmax = _mm256_set1_ps(mx), vs = _mm256_set1_ps(s), ninf = _mm256_set1_ps(-INFINITY);
-    __m256 sum = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        __m256 e = exp8(_mm256_mul_ps(_mm256_sub_ps(v, vmax), vs));
-        e = _mm256_andnot_ps(_mm256_cmp_ps(v, ninf, _CMP_EQ_OQ), e); /* masked: exactly 0 */
-        _mm256_storeu_ps(out + i, e);
-        sum = _mm256_add_ps(sum, e);
-    }
-    float t = hsum8(sum);
-    for (; i < n; i++) t += out[i] = x[i] == -INFINITY ? 0.0f : expf((x[i] - mx) * s);
-    return t;
+    return exp_shifted(x, n, mx, s, out, 1, 1);
 }
 
 static void f32_to_f16_avx2(const float *x, uint16_t *y, int64_t n) {
