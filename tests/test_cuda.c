@@ -164,6 +164,9 @@ static float *tc_emulated(const mtplx_weight *w, const float *x, const float *bi
     return emu;
 }
 
+/* the types the decode / verify GEMV runs on tensor cores (mmv_tc.cu) */
+static bool mma_type(int type) { return type == MTPLX_TYPE_BF16 || type == MTPLX_TYPE_Q8_0; }
+
 static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool with_bias) {
     size_t rs = mtplx_row_size(type, k);
     uint8_t *W = malloc(rs * (size_t)m);
@@ -201,9 +204,22 @@ static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool wit
         const char *name = mtplx_type_info(type)->name;
         if (!tc) {
             report(e1 <= TOL_MM_EXACT && e2 <= tol_mm_cpu(type),
-                   "matmul %-4s m=%-4lld k=%-5lld n=%-3lld%s  vs exact %.2e (tol %.0e)  vs cpu %.2e (tol %.0e)",
+                   "matmul %-4s m=%-4lld k=%-5lld n=%-3lld%s  vs exact %.2e (tol %.0e)  vs cpu %.2e (tol %.0e)%s",
                    name, (long long)m, (long long)k, (long long)n, with_bias ? " +bias" : "      ", e1,
-                   TOL_MM_EXACT, e2, tol_mm_cpu(type));
+                   TOL_MM_EXACT, e2, tol_mm_cpu(type), n <= 16 && mma_type(type) && saved.mma ? "  (tensor cores)" : "");
+            /* BF16 / Q8_0 at n <= 16 took the tensor-core GEMV: the f32 one too */
+            if (n <= 16 && mma_type(type) && saved.mma) {
+                p.mma = false;
+                mtplx_cuda_set_paths(gpu, p);
+                gpu->matmul(gpu, &w, bias, xd, n, yd);
+                float *yf = from_dev(yd, (size_t)(n * m));
+                e1 = rel_err(yf, exf, n * m, 1e-3), e2 = rel_err(yf, ycpu, n * m, 1e-3);
+                report(e1 <= TOL_MM_EXACT && e2 <= tol_mm_cpu(type),
+                       "matmul %-4s m=%-4lld k=%-5lld n=%-3lld%s  vs exact %.2e (tol %.0e)  vs cpu %.2e (tol %.0e)  (f32 GEMV, MTPLX_CUDA_MMA=0)",
+                       name, (long long)m, (long long)k, (long long)n, with_bias ? " +bias" : "      ", e1,
+                       TOL_MM_EXACT, e2, tol_mm_cpu(type));
+                free(yf);
+            }
             continue;
         }
         double e0 = rel_err(y, emu, n * m, 1e-3);
@@ -253,6 +269,11 @@ static void test_matmul(void) {
                 test_matmul_case(type, ni % 2 ? 37 : 301, ks[ki], ns[ni], ni == 2);
             }
     }
+    /* the tensor-core GEMV with k steps enough for every warp of its k split,
+     * a k tail (BF16: k % 32 != 0) and rows past a 16-row tile */
+    test_matmul_case(MTPLX_TYPE_BF16, 53, 2056, 4, false);
+    test_matmul_case(MTPLX_TYPE_Q8_0, 53, 2080, 16, true);
+    test_matmul_case(MTPLX_TYPE_BF16, 1030, 512, 11, false);
 }
 
 /* The tensor-core GEMM reading x through scalar loads (x not 16-byte
@@ -421,6 +442,18 @@ static void test_fused(void) {
     for (size_t t = 0; t < sizeof types / sizeof *types; t++)
         for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
             test_fused_case(types[t], types[t] == MTPLX_TYPE_Q4_K ? 512 : 416, ns[i]);
+    /* BF16 and Q8_0 ran on tensor cores above: the f32 GEMV's fused modes too */
+    mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu), p = saved;
+    if (saved.mma) {
+        p.mma = false;
+        mtplx_cuda_set_paths(gpu, p);
+        printf("  info  fused ops of BF16 and Q8_0 again with MTPLX_CUDA_MMA=0 (f32 GEMV)\n");
+        for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+            test_fused_case(MTPLX_TYPE_BF16, 416, ns[i]);
+            test_fused_case(MTPLX_TYPE_Q8_0, 416, ns[i]);
+        }
+        mtplx_cuda_set_paths(gpu, saved);
+    }
     for (int norms = 0; norms < 2; norms++) {
         test_qk_prep_case(MTPLX_TYPE_F16, norms);
         test_qk_prep_case(MTPLX_TYPE_F32, norms);
@@ -971,15 +1004,11 @@ int main(void) {
         test_matmul();
         test_matmul_tc_unaligned(MTPLX_TYPE_BF16);
         test_matmul_tc_unaligned(MTPLX_TYPE_Q4_K);
+        test_fused();
         test_small_ops();
         test_attention();
         test_argmax();
     }
-    test_matmul();
-    test_fused();
-    test_small_ops();
-    test_attention();
-    test_argmax();
     gpu->free(gpu);
     cpu->free(cpu);
     if (!only) {

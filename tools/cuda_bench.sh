@@ -13,12 +13,17 @@
 # device copy of 4 GiB (torch, when it is installed; 2 x bytes / time).
 # Output: $OUT/cuda_bench.jsonl (one JSON object per run) and
 # $OUT/cuda_bench.txt (the table); without OUT both go to the build dir.
+# VARIANTS="A B ...": run each model once per variant, a variant being
+# environment settings joined by commas ("-" = none), e.g.
+# VARIANTS="- MTPLX_CUDA_MMA=0" for the tensor-core GEMV against the f32 one
+# on the same file; each row names its variant.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${BUILD:-$ROOT/build-cuda-gpu}"
 DEST="${OUT:-$BUILD}"
 SIZES="${1:-0.6b 1.7b 8b}"
 TYPES="${2:-bf16 q8_0 q4_k}"
+VARIANTS="${VARIANTS:--}"
 BM="$BUILD/bench/bench_models"
 SCRATCH="$BUILD/scratch-bench"
 [ -x "$BM" ] || { echo "cuda_bench: $BM missing (run tools/cuda_test.sh first)" >&2; exit 1; }
@@ -49,7 +54,7 @@ BW="${BW:-4300}"
     echo "GPU: $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null)"
     echo "copy bandwidth (device-to-device, 4 GiB, median of 10): $BW GB/s"
     echo "random-weight Qwen3 shapes, bench_models run --device cuda --graphs 1, medians of 15"
-    printf '%-5s %-5s %9s %9s %8s %6s %6s %6s %6s %11s\n' size type 'weights' 'decode ms' 'GB/s' '%bw' n=2 n=4 n=8 'prefill t/s'
+    printf '%-5s %-5s %9s %9s %8s %6s %6s %6s %6s %11s  %s\n' size type 'weights' 'decode ms' 'GB/s' '%bw' n=2 n=4 n=8 'prefill t/s' variant
 } | tee "$TXT"
 for s in $SIZES; do
     for t in $TYPES; do
@@ -58,20 +63,24 @@ for s in $SIZES; do
             continue
         fi
         M="$SCRATCH/qwen3-$s-$t.gguf"
-        j=$(timeout 240 "$BM" run "$M" --device cuda --graphs 1 --reps 15 --prefill 512 --prefill-reps 3 2>"$SCRATCH/run.err")
-        rm -f "$M"
-        if [ -z "$j" ]; then
-            echo "$s $t: run failed: $(tail -2 "$SCRATCH/run.err" | tr '\n' ' ')" | tee -a "$TXT"
-            continue
-        fi
-        echo "$j" >>"$JSONL"
-        python3 - "$j" "$s" "$t" "$BW" <<'PY' | tee -a "$TXT"
+        for v in $VARIANTS; do
+            envs=()
+            [ "$v" != - ] && IFS=, read -r -a envs <<<"$v"
+            j=$(env "${envs[@]}" timeout 240 "$BM" run "$M" --device cuda --graphs 1 --reps 15 --prefill 512 --prefill-reps 3 2>"$SCRATCH/run.err")
+            if [ -z "$j" ]; then
+                echo "$s $t $v: run failed: $(tail -2 "$SCRATCH/run.err" | tr '\n' ' ')" | tee -a "$TXT"
+                continue
+            fi
+            echo "$j" >>"$JSONL"
+            python3 - "$j" "$s" "$t" "$BW" "$v" <<'PY' | tee -a "$TXT"
 import json, sys
 j = json.loads(sys.argv[1]); bw = float(sys.argv[4]); r = j["verify_ratio"]
-print("%-5s %-5s %7.2f GB %9.3f %8.0f %5.0f%% %5.2fx %5.2fx %5.2fx %11.0f" % (
+print("%-5s %-5s %7.2f GB %9.3f %8.0f %5.0f%% %5.2fx %5.2fx %5.2fx %11.0f  %s" % (
     sys.argv[2], sys.argv[3], j["weight_bytes"] / 1e9, j["decode_ms"], j["decode_gbps"],
-    100 * j["decode_gbps"] / bw, r["2"], r["4"], r["8"], j["prefill_tok_s"]))
+    100 * j["decode_gbps"] / bw, r["2"], r["4"], r["8"], j["prefill_tok_s"], sys.argv[5]))
 PY
+        done
+        rm -f "$M"
     done
 done
 echo "(n=K: time of a K-token verify step / a 1-token decode step; weights: bytes one decode step reads)" | tee -a "$TXT"

@@ -285,7 +285,8 @@ static mtplx_cuda_mmv_job mmv_job1(cuda_backend *c, int mode, const mtplx_weight
                                 .w = {mmv_weight(c, w)},
                                 .bias = {param(c, bias, (size_t)w->m * sizeof(float))},
                                 .y = {y},
-                                .m = {w->m}};
+                                .m = {w->m},
+                                .mma = c->paths.mma};
 }
 
 /* Tensor cores for a prefill's many rows (header comment); the GEMV for the
@@ -348,7 +349,7 @@ static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const
     if (nw < 1 || nw > 3 || !fusable(c, w[0], x, n) || !norm_ok(c, norm)) return false;
     for (int i = 1; i < nw; i++)
         if (!same_kind(w[i], w[0])) return false;
-    mtplx_cuda_mmv_job j = {.nseg = nw, .mode = MTPLX_MMV_STORE};
+    mtplx_cuda_mmv_job j = {.nseg = nw, .mode = MTPLX_MMV_STORE, .mma = c->paths.mma};
     for (int i = 0; i < nw; i++) {
         j.w[i] = mmv_weight(c, w[i]);
         j.bias[i] = param(c, bias[i], (size_t)w[i]->m * sizeof(float));
@@ -615,16 +616,18 @@ void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p) {
  * adds F32 weights. */
 static mtplx_cuda_paths paths_from_env(void) {
     const char *tc = getenv("MTPLX_CUDA_TC"), *fa = getenv("MTPLX_CUDA_FLASH");
-    const char *sk = getenv("MTPLX_CUDA_TC_SPLIT");
+    const char *sk = getenv("MTPLX_CUDA_TC_SPLIT"), *mma = getenv("MTPLX_CUDA_MMA");
     mtplx_cuda_paths p = {.tc = true,
                           .tc_f32 = false,
                           .tc_split = true,
                           .flash = true,
+                          .mma = true,
                           .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};
     if (tc && strcmp(tc, "0") == 0) p.tc = false;
     if (sk && strcmp(sk, "0") == 0) p.tc_split = false;
     if (tc && strcmp(tc, "all") == 0) p.tc_f32 = true;
     if (fa && strcmp(fa, "0") == 0) p.flash = false;
+    if (mma && strcmp(mma, "0") == 0) p.mma = false;
     return p;
 }
 
@@ -703,11 +706,12 @@ static void cu_free(mtplx_backend *be) {
     cuda_backend *c = (cuda_backend *)be;
     mtplx_log(MTPLX_LOG_INFO,
               "cuda: %.1f MB of weights; CUDA graphs %s: %lld captured, %lld forwards replayed, "
-              "%lld plain, %lld failed captures; mmv %s, fusions %s%s; prefill: tensor cores "
-              "%s%s, flash attention %s",
+              "%lld plain, %lld failed captures; mmv %s%s, fusions %s%s; prefill: tensor "
+              "cores %s%s, flash attention %s",
               (double)c->param_bytes / 1e6, c->graphs ? "on" : "off", (long long)c->gstats.captured,
               (long long)c->gstats.replayed, (long long)c->gstats.plain, (long long)c->gstats.failed,
-              c->mmv ? "on" : "off", c->fuse ? "on" : "off", c->fuse_norm ? " (norms too)" : "",
+              c->mmv ? "on" : "off", c->mmv && c->paths.mma ? " (tensor cores for BF16, Q8_0)" : "",
+              c->fuse ? "on" : "off", c->fuse_norm ? " (norms too)" : "",
               c->paths.tc ? (c->paths.tc_f32 ? "on (F32 too)" : "on") : "off",
               c->paths.tc && !c->paths.tc_split ? " without split-k" : "",
               c->paths.flash ? "on" : "off");

@@ -55,9 +55,11 @@ mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be);
  * flash-style attention (flash), for a sequence of more than
  * MTPLX_CUDA_STEP_ROWS tokens. Set from MTPLX_CUDA_TC (0 / all),
  * MTPLX_CUDA_TC_SPLIT (0) and MTPLX_CUDA_FLASH (0) when the backend is made:
- * all on but tc_f32, tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS. */
+ * all on but tc_f32, tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS. And the decode /
+ * verify GEMV on tensor cores for BF16 and Q8_0 (mma, mmv_tc.cu; off with
+ * MTPLX_CUDA_MMA=0). */
 typedef struct mtplx_cuda_paths {
-    bool tc, tc_f32, tc_split, flash;
+    bool tc, tc_f32, tc_split, flash, mma;
     int64_t tc_min_rows;
 } mtplx_cuda_paths;
 /* A batched verification step of several generations (mtplx_gen_step_many)

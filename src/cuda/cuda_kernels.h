@@ -92,12 +92,21 @@ typedef struct mtplx_cuda_mmv_job {
      * order than mtplx_cuda_rmsnorm's, so equal to it up to f32 rounding) */
     const float *norm;
     float eps;
+    /* tensor cores (mmv_tc.cu) where they apply: BF16 and Q8_0, no fused
+     * norm, sm_80 or newer. A weight takes the same path at every n, so
+     * rows stay independent of n either way. */
+    bool mma;
 } mtplx_cuda_mmv_job;
 /* Whether the mmv kernel takes this type, k and x (alignment); if not, use
  * mtplx_cuda_matmul. */
 bool mtplx_cuda_mmv_ok(int type, int64_t k, const float *x, int64_t n);
 cudaError_t mtplx_cuda_mmv(cudaStream_t s, int type, const mtplx_cuda_mmv_job *job, int64_t k,
                            const float *x, int64_t n);
+/* mmv_tc.cu: the same job on tensor cores (its header comment); _ok says
+ * whether this type, k, job and GPU take it. */
+bool mtplx_cuda_mmv_tc_ok(int type, int64_t k, const mtplx_cuda_mmv_job *job);
+cudaError_t mtplx_cuda_mmv_tc(cudaStream_t s, int type, const mtplx_cuda_mmv_job *job, int64_t k,
+                              const float *x, int64_t n);
 /* Q8_0 [m][k] (34-byte GGUF blocks) into the mmv layout at out: each row
  * its k int8 quants, then its k/32 f16 scales, padded to
  * mtplx_cuda_q8_0_packed_row(k) bytes (16-byte aligned rows; a prefix of

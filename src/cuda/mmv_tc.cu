@@ -1,0 +1,405 @@
+/* mmv_tc.cu: the small-n GEMV on tensor cores (decode and verify, n <= 16
+ * rows of x) for BF16 and Q8_0 weights; mmv.cu's mtplx_cuda_mmv hands a
+ * job here when job.mma is set and mtplx_cuda_mmv_tc_ok says yes.
+ *
+ * Why: mmv.cu's f32 kernel spends n FMAs and n x loads per weight, so a
+ * 4-row verify step cost 1.7x (BF16) to 2.5x (Q8_0) a decode step on the
+ * H200; the weights are read once either way. Here one mma.sync
+ * (m16n8k16, bf16 in, f32 out) multiplies 16 weight rows by 16 k by all 8
+ * x rows, so the arithmetic of an n-row step is that of a 1-row step and
+ * the weights' bytes set the time.
+ *
+ * Accuracy: the weights are exact in bf16 (BF16 itself; Q8_0's int8
+ * quants, with the block scale applied in f32 afterwards). Each x value is
+ * split into two bf16, hi = bf16(x) and lo = bf16(x - hi), and both are
+ * multiplied (two mma per k step): x keeps about 16 bits, an error of
+ * about 2^-17 of |x| against f32's 2^-24, well inside the GEMV's tolerance
+ * against exact products (test_cuda's TOL_MM_EXACT).
+ *
+ * Layout of a warp's work: lane l is in group g = l / 4 (the rows g and
+ * g + 8 of an m-tile of 16 weight rows, and x row g of an n-tile of 8) and
+ * holds quad position q = l % 4. A k step covers 32 elements: the lane
+ * loads elements [8 q, 8 q + 8) of its two weight rows (16 bytes of BF16,
+ * 8 of Q8_0) and of its x row. mma's fragments want k columns 2q, 2q+1,
+ * 2q+8, 2q+9 from each lane; since a dot product does not care which
+ * physical k a logical k column is, the first mma takes the lane's
+ * elements 0-3 as those four columns and the second its elements 4-7, for
+ * weights and x alike. So every load is 8 or 16 contiguous bytes.
+ *
+ * A block's 4 warps split k for the block's MT m-tiles and all n-tiles:
+ * runs of 4 consecutive k steps go to warps 0, 1, 2, 3, 0, ... (a warp
+ * reads 256 contiguous bytes of each row at a time, BF16; 128 for Q8_0),
+ * and the warps sum their partials through shared memory in warp order. Determinism: a row's result depends on
+ * its weights, its x row and k alone, never on n, MT or the other rows
+ * (mma's columns are independent), so decode and verify rows are equal
+ * bit for bit (greedy MTP == AR rests on it), and the fused modes equal
+ * the plain ones, since both run this code.
+ *
+ * Needs sm_80 or newer (mma.sync with bf16); mtplx_cuda_mmv_tc_ok checks
+ * the device. */
+
+#define _Noreturn [[noreturn]]
+extern "C" {
+#include "kernels/kernels.h"
+}
+#include "cuda/cuda_kernels.h"
+#include "cuda/cuda_util.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+namespace {
+
+constexpr int TC_WARPS = 4; /* the k split: fixed, since it sets the sum order */
+constexpr int KSTEP = 32;   /* elements of k per step */
+
+/* d += a . b for one 16x8x16 tile (bf16 in, f32 accumulate) */
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    __trap(); /* mtplx_cuda_mmv_tc_ok keeps older GPUs off this path */
+#endif
+}
+
+__device__ __forceinline__ uint32_t bf2_bits(__nv_bfloat162 v) {
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+/* (a, b) as bf16 pairs hi and lo with hi + lo = (a, b) to about 16 bits;
+ * a goes to the low half (the lower k). */
+__device__ __forceinline__ void split_x(float a, float b, uint32_t &hi, uint32_t &lo) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    float2 hf = __bfloat1622float2(h);
+    hi = bf2_bits(h);
+    lo = bf2_bits(__floats2bfloat162_rn(a - hf.x, b - hf.y));
+}
+
+/* 4 int8 quants (one 32-bit word) as two exact bf16 pairs */
+__device__ __forceinline__ void q8_to_bf16(uint32_t w, uint32_t &p01, uint32_t &p23) {
+    uint32_t v = w ^ 0x80808080u; /* q + 128 in each byte */
+    float f[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        f[j] = __uint_as_float(__byte_perm(v, 0x4B000000u, 0x7540u + (uint32_t)j)) -
+               (8388608.0f + 128.0f);
+    p01 = bf2_bits(__floats2bfloat162_rn(f[0], f[1]));
+    p23 = bf2_bits(__floats2bfloat162_rn(f[2], f[3]));
+}
+
+/* Bytes of one weight row as this kernel reads it (mmv.cu's layouts). */
+__host__ __device__ __forceinline__ int64_t tc_row_bytes(int T, int64_t k) {
+    return T == MTPLX_TYPE_BF16 ? 2 * k : (k + 2 * (k / QK8_0) + 15) / 16 * 16;
+}
+
+/* One k step's weights of a lane's two rows: BF16 8 elements = 4 words a
+ * row; Q8_0 8 quants = 2 words a row, plus the rows' block scales. */
+template <int T> struct wstep {
+    uint32_t lo[T == MTPLX_TYPE_BF16 ? 4 : 2], hi[T == MTPLX_TYPE_BF16 ? 4 : 2];
+    float dlo, dhi;
+};
+
+/* Weights are read once: past L1 (no allocation), which x keeps. */
+__device__ __forceinline__ uint4 ld_stream16(const void *p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+__device__ __forceinline__ uint2 ld_stream8(const void *p) {
+    uint2 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+}
+
+template <int T>
+__device__ __forceinline__ void load_step(const uint8_t *rlo, const uint8_t *rhi, int64_t k,
+                                          int64_t e, wstep<T> &s) {
+    if constexpr (T == MTPLX_TYPE_BF16) {
+        uint4 a = ld_stream16(rlo + 2 * e), b = ld_stream16(rhi + 2 * e);
+        s.lo[0] = a.x, s.lo[1] = a.y, s.lo[2] = a.z, s.lo[3] = a.w;
+        s.hi[0] = b.x, s.hi[1] = b.y, s.hi[2] = b.z, s.hi[3] = b.w;
+    } else {
+        uint2 a = ld_stream8(rlo + e), b = ld_stream8(rhi + e);
+        s.lo[0] = a.x, s.lo[1] = a.y, s.hi[0] = b.x, s.hi[1] = b.y;
+        int64_t blk = e / QK8_0;
+        s.dlo = h2f(__ldg((const unsigned short *)(rlo + k) + blk));
+        s.dhi = h2f(__ldg((const unsigned short *)(rhi + k) + blk));
+    }
+}
+
+template <typename P> __device__ __forceinline__ P pick3(int s, P a, P b, P c) {
+    return s == 0 ? a : s == 1 ? b : c;
+}
+
+/* Row slot r_local of the block (0 .. 16 MT - 1) as (segment, row); false
+ * when it is past the last row (its result is dropped). */
+__device__ __forceinline__ bool slot_row(const mtplx_cuda_mmv_job &job, int MT, int64_t blk,
+                                         int r_local, int &seg, int64_t &row) {
+    if (job.mode == MTPLX_MMV_SWIGLU) {
+        int half = 8 * MT; /* gate rows, then the same rows of up */
+        seg = r_local < half ? 0 : 1;
+        row = blk * half + (r_local % half);
+        return row < job.m[0];
+    }
+    int64_t g = blk * 16 * MT + r_local;
+    int sg = 0;
+    while (sg < job.nseg - 1 && g >= pick3(sg, job.m[0], job.m[1], job.m[2])) {
+        g -= pick3(sg, job.m[0], job.m[1], job.m[2]);
+        sg++;
+    }
+    seg = sg, row = g;
+    return g < pick3(sg, job.m[0], job.m[1], job.m[2]);
+}
+
+/* The k split: warp w's i-th k step. Runs of TC_RUN consecutive steps go
+ * to warps 0, 1, 2, 3, 0, ... in turn, whatever U, so a row's sum order
+ * depends on k alone. */
+constexpr int TC_RUN = 4;
+__device__ __forceinline__ int64_t step_of(int64_t i, int warp) {
+    return ((i / TC_RUN) * TC_WARPS + warp) * TC_RUN + i % TC_RUN;
+}
+
+/* Elements [e, e + 8) of the lane's x row in each n-tile (zeros when out). */
+template <int NT>
+__device__ __forceinline__ void load_x(const float *const (&xr)[NT], const bool (&xlive)[NT],
+                                       bool in, int64_t e, float4 (&v)[NT][2]) {
+#pragma unroll
+    for (int u = 0; u < NT; u++) {
+        v[u][0] = v[u][1] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (in && xlive[u]) {
+            v[u][0] = __ldg((const float4 *)(xr[u] + e));
+            v[u][1] = __ldg((const float4 *)(xr[u] + e + 4));
+        }
+    }
+}
+
+/* U: k steps whose weights and x are all loaded before any is multiplied,
+ * so that a warp's loads overlap one another and no x load waits inside
+ * the arithmetic (see tc_u). */
+template <int T, int MT, int NT, int U>
+__global__ void __launch_bounds__(TC_WARPS * 32)
+    mmv_tc_kernel(mtplx_cuda_mmv_job job, int64_t k, const float *__restrict__ x, int64_t n) {
+    __shared__ float red[TC_WARPS][16 * MT][8 * NT];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, q = lane & 3;
+    const int64_t blk = blockIdx.x;
+    const int64_t rb = tc_row_bytes(T, k);
+
+    const uint8_t *rlo[MT], *rhi[MT];
+#pragma unroll
+    for (int t = 0; t < MT; t++) {
+        int seg;
+        int64_t row;
+        const uint8_t *p[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            if (!slot_row(job, MT, blk, 16 * t + g + 8 * h, seg, row)) seg = 0, row = 0;
+            p[h] = (const uint8_t *)pick3(seg, job.w[0], job.w[1], job.w[2]) + row * rb;
+        }
+        rlo[t] = p[0], rhi[t] = p[1];
+    }
+    /* x row of this lane in each n-tile; none past n (its column is zero
+     * and dropped) */
+    const float *xr[NT];
+    bool xlive[NT];
+#pragma unroll
+    for (int u = 0; u < NT; u++) {
+        int64_t i = 8 * u + g;
+        xlive[u] = i < n;
+        xr[u] = x + (xlive[u] ? i : 0) * k;
+    }
+
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int t = 0; t < MT; t++)
+#pragma unroll
+        for (int u = 0; u < NT; u++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                acc[t][u][c] = 0.f;
+
+    const int64_t nks = (k + KSTEP - 1) / KSTEP;
+    for (int64_t i0 = 0; step_of(i0, warp) < nks; i0 += U) {
+        wstep<T> w[U][MT];
+        float4 xv[U][NT][2];
+#pragma unroll
+        for (int j = 0; j < U; j++) {
+            const int64_t st = step_of(i0 + j, warp), e = st * KSTEP + 8 * q;
+            bool in = st < nks && e < k;
+#pragma unroll
+            for (int t = 0; t < MT; t++) {
+                if (in)
+                    load_step<T>(rlo[t], rhi[t], k, e, w[j][t]);
+                else
+                    w[j][t] = {};
+            }
+            load_x(xr, xlive, in, e, xv[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < U; j++) {
+            if (step_of(i0 + j, warp) >= nks) break;
+            /* x as hi/lo pairs: b[u][0..3] = hi of elements (0,1) (2,3)
+             * (4,5) (6,7), b[u][4..7] the lo */
+            uint32_t b[NT][8];
+#pragma unroll
+            for (int u = 0; u < NT; u++) {
+                const float4 v0 = xv[j][u][0], v1 = xv[j][u][1];
+                split_x(v0.x, v0.y, b[u][0], b[u][4]);
+                split_x(v0.z, v0.w, b[u][1], b[u][5]);
+                split_x(v1.x, v1.y, b[u][2], b[u][6]);
+                split_x(v1.z, v1.w, b[u][3], b[u][7]);
+            }
+#pragma unroll
+            for (int t = 0; t < MT; t++) {
+                uint32_t a[8]; /* the lane's elements 0-7 of rows g (a[0..3]) and g + 8 (a[4..7]) as pairs */
+                if constexpr (T == MTPLX_TYPE_BF16) {
+#pragma unroll
+                    for (int c = 0; c < 4; c++)
+                        a[c] = w[j][t].lo[c], a[4 + c] = w[j][t].hi[c];
+                } else {
+                    q8_to_bf16(w[j][t].lo[0], a[0], a[1]);
+                    q8_to_bf16(w[j][t].lo[1], a[2], a[3]);
+                    q8_to_bf16(w[j][t].hi[0], a[4], a[5]);
+                    q8_to_bf16(w[j][t].hi[1], a[6], a[7]);
+                }
+#pragma unroll
+                for (int u = 0; u < NT; u++) {
+                    float c4[4] = {0.f, 0.f, 0.f, 0.f};
+                    float(&d)[4] = T == MTPLX_TYPE_BF16 ? acc[t][u] : c4;
+                    /* first mma: the lane's elements 0-3; second: 4-7 */
+                    mma_bf16(d, a[0], a[4], a[1], a[5], b[u][0], b[u][1]);
+                    mma_bf16(d, a[0], a[4], a[1], a[5], b[u][4], b[u][5]);
+                    mma_bf16(d, a[2], a[6], a[3], a[7], b[u][2], b[u][3]);
+                    mma_bf16(d, a[2], a[6], a[3], a[7], b[u][6], b[u][7]);
+                    if constexpr (T == MTPLX_TYPE_Q8_0) {
+                        acc[t][u][0] = fmaf(w[j][t].dlo, c4[0], acc[t][u][0]);
+                        acc[t][u][1] = fmaf(w[j][t].dlo, c4[1], acc[t][u][1]);
+                        acc[t][u][2] = fmaf(w[j][t].dhi, c4[2], acc[t][u][2]);
+                        acc[t][u][3] = fmaf(w[j][t].dhi, c4[3], acc[t][u][3]);
+                    }
+                }
+            }
+        }
+    }
+
+    /* partials to shared memory: c0, c1 are row g, x rows 2q, 2q + 1; c2, c3 row g + 8 */
+#pragma unroll
+    for (int t = 0; t < MT; t++)
+#pragma unroll
+        for (int u = 0; u < NT; u++) {
+            red[warp][16 * t + g][8 * u + 2 * q] = acc[t][u][0];
+            red[warp][16 * t + g][8 * u + 2 * q + 1] = acc[t][u][1];
+            red[warp][16 * t + g + 8][8 * u + 2 * q] = acc[t][u][2];
+            red[warp][16 * t + g + 8][8 * u + 2 * q + 1] = acc[t][u][3];
+        }
+    __syncthreads();
+
+    /* the epilogue: one thread per (x row, row slot); the "+ 0" terms keep
+     * the fused results equal to matmul (+ no bias), then add / silu_mul,
+     * down to the sign of a zero (mmv.cu does the same) */
+    const bool swiglu = job.mode == MTPLX_MMV_SWIGLU;
+    const int slots = swiglu ? 8 * MT : 16 * MT;
+    const int nn = n < 8 * NT ? (int)n : 8 * NT;
+    for (int o = threadIdx.x; o < slots * nn; o += TC_WARPS * 32) {
+        int i = o / slots, r = o % slots;
+        int seg;
+        int64_t row;
+        if (!slot_row(job, MT, blk, r, seg, row)) continue;
+        float v = ((red[0][r][i] + red[1][r][i]) + red[2][r][i]) + red[3][r][i];
+        const int64_t ms = pick3(seg, job.m[0], job.m[1], job.m[2]);
+        float *out = pick3(seg, job.y[0], job.y[1], job.y[2]) + (int64_t)i * ms + row;
+        if (job.mode == MTPLX_MMV_STORE) {
+            const float *bias = pick3(seg, job.bias[0], job.bias[1], job.bias[2]);
+            *out = v + (bias ? bias[row] : 0.f);
+        } else if (job.mode == MTPLX_MMV_ADD) {
+            *out = *out + (v + 0.f);
+        } else {
+            int ru = r + 8 * MT;
+            float up = ((red[0][ru][i] + red[1][ru][i]) + red[2][ru][i]) + red[3][ru][i];
+            float gt = v + 0.f;
+            *out = gt / (1.f + expf(-gt)) * (up + 0.f);
+        }
+    }
+}
+
+int n_sm_cached = -1, cc_major_cached = -1;
+
+void device_props() {
+    if (n_sm_cached >= 0) return;
+    int dev = 0, sm = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+        sm = 0, major = 0;
+    n_sm_cached = sm, cc_major_cached = major;
+}
+
+/* k steps in flight: registers a lane for the weights (BF16: 8 a row-tile
+ * and step, Q8_0: 6) and x (8 an n-tile and step): about 128 for BF16,
+ * 96 for Q8_0. H200, random-weight Qwen3 shapes (tools/cuda_bench.sh): a
+ * third more steps than the 96-register count took 8B BF16 decode from
+ * 5.41 to 5.15 ms and 0.6B from 1.15 to 1.09, but 8B Q8_0 from 5.23 to
+ * 5.51; loading x only when it is multiplied (L1 keeps it) was 15-40%
+ * slower everywhere. */
+constexpr int tc_u(int T, int MT, int NT) {
+    return (T == MTPLX_TYPE_BF16 ? 128 : 96) / ((T == MTPLX_TYPE_BF16 ? 8 : 6) * MT + 8 * NT);
+}
+
+template <int T, int MT, int NT>
+cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t slots, int64_t k,
+                      const float *x, int64_t n) {
+    int64_t per_block = job->mode == MTPLX_MMV_SWIGLU ? 8 * MT : 16 * MT;
+    unsigned grid = (unsigned)((slots + per_block - 1) / per_block);
+    mmv_tc_kernel<T, MT, NT, tc_u(T, MT, NT)><<<grid, TC_WARPS * 32, 0, st>>>(*job, k, x, n);
+    return cudaGetLastError();
+}
+
+/* MT (m-tiles a block) changes speed only, never a result: 2 while the
+ * blocks still number 4 per SM or more (x read once for 32 rows), or
+ * always for SwiGLU (a gate and an up tile), else 1. */
+template <int T, int NT>
+cudaError_t launch_nt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t k, const float *x,
+                      int64_t n) {
+    bool swiglu = job->mode == MTPLX_MMV_SWIGLU;
+    int64_t slots = swiglu ? job->m[0] : job->m[0] + job->m[1] + job->m[2];
+    int64_t want = 4 * (int64_t)(n_sm_cached > 0 ? n_sm_cached : 132);
+    if (swiglu || slots / 32 >= want) return launch_mt<T, 2, NT>(st, job, slots, k, x, n);
+    return launch_mt<T, 1, NT>(st, job, slots, k, x, n);
+}
+
+template <int T>
+cudaError_t launch_type(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t k, const float *x,
+                        int64_t n) {
+    if (n <= 8) return launch_nt<T, 1>(st, job, k, x, n);
+    return launch_nt<T, 2>(st, job, k, x, n);
+}
+
+} // namespace
+
+extern "C" {
+
+bool mtplx_cuda_mmv_tc_ok(int type, int64_t k, const mtplx_cuda_mmv_job *job) {
+    device_props();
+    if (cc_major_cached < 8 || job->norm) return false;
+    if (type == MTPLX_TYPE_BF16) return k % 8 == 0;
+    if (type == MTPLX_TYPE_Q8_0) return k % QK8_0 == 0;
+    return false;
+}
+
+cudaError_t mtplx_cuda_mmv_tc(cudaStream_t s, int type, const mtplx_cuda_mmv_job *job, int64_t k,
+                              const float *x, int64_t n) {
+    switch (type) {
+    case MTPLX_TYPE_BF16: return launch_type<MTPLX_TYPE_BF16>(s, job, k, x, n);
+    case MTPLX_TYPE_Q8_0: return launch_type<MTPLX_TYPE_Q8_0>(s, job, k, x, n);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+} // extern "C"
