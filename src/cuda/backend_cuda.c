@@ -75,7 +75,10 @@
  * 1.00, Q4_K 1.89 -> 1.00; 8B Q4_K 7.91 -> 4.00 ms; test_cuda 250/250,
  * graphs on/off bit-identical, greedy texts identical. Switches, in the
  * environment: MTPLX_CUDA_MMV=0, kernels.cu's mm_kernel for every matmul and
- * no fused matmuls; MTPLX_CUDA_FUSE=0, mmv but no fused op. Opt-in, not yet
+ * no fused matmuls; MTPLX_CUDA_FUSE=0, mmv but no fused op;
+ * MTPLX_CUDA_MMA=0, BF16 and Q8_0 on mmv.cu's f32 GEMV instead of
+ * mmv_tc.cu's tensor cores (which verify 4 rows at the cost of 1, decode
+ * Q8_0 about a quarter slower: bench/RESULTS.md section 13). Opt-in, not yet
  * run on a GPU beyond test_cuda's op checks: MTPLX_CUDA_FUSE_NORM=1 also
  * folds the layers' rmsnorms into the QKV and gate/up matmuls and the final
  * norm into the output head (6 launches a layer instead of 8).
