@@ -12,7 +12,7 @@
  * Accuracy: the weights are exact in bf16 (BF16 itself; Q8_0's int8
  * quants, with the block scale applied in f32 afterwards). Each x value is
  * split into two bf16, hi = bf16(x) and lo = bf16(x - hi), and both are
- * multiplied (two mma per k step): x keeps about 16 bits, an error of
+ * multiplied (an mma each): x keeps about 16 bits, an error of
  * about 2^-17 of |x| against f32's 2^-24, well inside the GEMV's tolerance
  * against exact products (test_cuda's TOL_MM_EXACT).
  *
@@ -29,8 +29,9 @@
  * A block's 4 warps split k for the block's MT m-tiles and all n-tiles:
  * runs of 4 consecutive k steps go to warps 0, 1, 2, 3, 0, ... (a warp
  * reads 256 contiguous bytes of each row at a time, BF16; 128 for Q8_0),
- * and the warps sum their partials through shared memory in warp order. Determinism: a row's result depends on
- * its weights, its x row and k alone, never on n, MT or the other rows
+ * and the warps sum their partials through shared memory in warp order.
+ * Determinism: a row's result depends on its weights, its x row and k
+ * alone, never on n, MT, U or the other rows
  * (mma's columns are independent), so decode and verify rows are equal
  * bit for bit (greedy MTP == AR rests on it), and the fused modes equal
  * the plain ones, since both run this code.
