@@ -142,6 +142,8 @@ typedef struct mtplx_model_info {
     uint64_t n_bytes;    /* bytes of all weights */
     char weight_type[16];/* the type most weight bytes are in: "Q8_0", "BF16", ... */
     int32_t n_mtp;       /* MTP heads loaded (0 = none) */
+    int32_t mtp_depth_trained; /* the draft depth the head was trained to (GGUF
+                                * mtplx.nextn.depth_trained), 0 = not recorded */
     int64_t n_mtp_params;
 } mtplx_model_info;
 

@@ -209,6 +209,11 @@ static void mode_presets(void **s) {
     env.tuned_depth = 0;
     resolve(CLI_MODE_BURST, &env, &gp, &cp, &p);
     assert_int_equal(gp.draft_depth, 4);
+    /* ... but not deeper than the head was trained to */
+    env.depth_trained = 3;
+    resolve(CLI_MODE_BURST, &env, &gp, &cp, &p);
+    assert_int_equal(gp.draft_depth, 3);
+    env.depth_trained = 0;
     env.n_expected = 3000; /* grown to fit what was asked */
     resolve(CLI_MODE_BURST, &env, &gp, &cp, &p);
     assert_int_equal(cp.n_ctx, 3072);
@@ -435,11 +440,12 @@ static void run_mode_cli(void **s) {
                           sizeof out, err, sizeof err), 0);
     assert_non_null(strstr(err, "kv f16 (flag)"));
     assert_int_equal(prog("run --kv-type q4 -n 4", out, sizeof out, NULL, 0), 2);
-    /* auto on a short run is burst, with the deepest depth when untuned */
+    /* auto on a short run is burst, untuned: the built-in head's trained
+     * depth (3), not the deepest (4) */
     assert_int_equal(prog("run -t 1 -n 4 --temp 0 -p 'The sea'", out, sizeof out, err, sizeof err), 0);
     assert_non_null(strstr(err, "mode burst (auto"));
-    assert_non_null(strstr(err, "depth 4"));
-    assert_non_null(strstr(err, "mtp depth 4"));
+    assert_non_null(strstr(err, "depth 3 (burst: the head's trained depth, not tuned)"));
+    assert_non_null(strstr(err, "mtp depth 3"));
     assert_int_equal(prog("run --mode warp -n 4", out, sizeof out, NULL, 0), 2);
 }
 

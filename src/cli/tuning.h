@@ -132,6 +132,7 @@ typedef struct cli_mode_env {
     int32_t n_ctx_train;
     bool has_mtp;
     int32_t tuned_depth;        /* 0: nothing in the store */
+    int32_t depth_trained;      /* the head's trained draft depth, 0 = unknown */
     int32_t n_expected;         /* prompt + new tokens, 0 = unknown (chat, server) */
     /* NULL when a Q8_0 KV cache can run; else why not ("q8_0 KV is CPU-only",
      * a head_dim that is not whole blocks): sustained then keeps F16 */

@@ -420,6 +420,9 @@ void mtplx_model_get_info(const mtplx_model *m, mtplx_model_info *o) {
     o->norm_eps = hp->norm_eps;
     o->tied_embeddings = m->tied;
     o->n_mtp = m->n_mtp;
+    o->mtp_depth_trained =
+        m->n_mtp ? (int32_t)mtplx_gguf_get_int(m->g, "mtplx.nextn.depth_trained", 0) : 0;
+    if (o->mtp_depth_trained < 0 || o->mtp_depth_trained > MTPLX_MAX_DRAFT) o->mtp_depth_trained = 0;
     /* Bytes and parameters from the container; MTP = tensors of blocks >= n_layer. */
     uint64_t by_type[MTPLX_TYPE_COUNT] = {0};
     for (int64_t i = 0; i < m->g->n_tensors; i++) {
