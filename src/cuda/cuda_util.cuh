@@ -1,5 +1,5 @@
 /* cuda_util.cuh: the small helpers every .cu file of the CUDA backend uses
- * (kernels.cu, mmv.cu, attn_prep.cu). Each file includes it inside nothing
+ * (kernels.cu, mmv.cu, mmv_tc.cu, attn_prep.cu). Each file includes it inside nothing
  * else: the helpers sit in an anonymous namespace, one copy per file.
  *
  * The scalar ones are __host__ __device__ so that a host build of the
@@ -43,6 +43,25 @@ __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
     return v;
+}
+
+/* One of three kernel parameters by a runtime index, without indexing the
+ * parameter block dynamically (which would copy it to local memory). */
+template <typename P> __device__ __forceinline__ P pick3(int s, P a, P b, P c) {
+    return s == 0 ? a : s == 1 ? b : c;
+}
+
+/* Row g of up to three weights stacked in one job (nseg of them, m0, m1,
+ * m2 rows) as its segment and its row there; false past the last row. */
+__device__ __forceinline__ bool stacked_row(int64_t m0, int64_t m1, int64_t m2, int nseg,
+                                            int64_t g, int &seg, int64_t &row) {
+    int sg = 0;
+    while (sg < nseg - 1 && g >= pick3(sg, m0, m1, m2)) {
+        g -= pick3(sg, m0, m1, m2);
+        sg++;
+    }
+    seg = sg, row = g;
+    return g < pick3(sg, m0, m1, m2);
 }
 
 /* The sum of v over the block (at most 1024 threads), in every thread:

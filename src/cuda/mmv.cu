@@ -290,10 +290,6 @@ HD void dot_unit(const unit (&t)[R], int64_t u, const float *xb, const float *nw
     }
 }
 
-template <typename P> __device__ __forceinline__ P pick3(int s, P a, P b, P c) {
-    return s == 0 ? a : s == 1 ? b : c; /* no dynamic indexing of the parameter block */
-}
-
 constexpr int MMV_WARPS = 4;
 
 /* Block: MMV_WARPS warps; warp w of block b takes R row slots (in SWIGLU
@@ -317,19 +313,14 @@ __global__ void __launch_bounds__(MMV_WARPS * 32)
 #pragma unroll
     for (int s = 0; s < R; s++) {
         int64_t g;
-        int sg = 0;
+        int sg;
         if (swiglu) {
             g = wg * (R / 2) + s % (R / 2);
             sg = s < R / 2 ? 0 : 1;
         } else {
-            g = wg * R + s;
-            while (sg < job.nseg - 1 && g >= pick3(sg, job.m[0], job.m[1], job.m[2])) {
-                g -= pick3(sg, job.m[0], job.m[1], job.m[2]);
-                sg++;
-            }
+            stacked_row(job.m[0], job.m[1], job.m[2], job.nseg, wg * R + s, sg, g);
         }
-        int64_t ms = pick3(sg, job.m[0], job.m[1], job.m[2]);
-        live[s] = g < ms;
+        live[s] = g < pick3(sg, job.m[0], job.m[1], job.m[2]);
         any |= live[s];
         if (!live[s]) g = 0; /* a real row to read; its result is dropped */
         row[s] = g, seg[s] = sg;

@@ -93,11 +93,6 @@ __device__ __forceinline__ void q8_to_bf16(uint32_t w, uint32_t &p01, uint32_t &
     p23 = bf2_bits(__floats2bfloat162_rn(f[2], f[3]));
 }
 
-/* Bytes of one weight row as this kernel reads it (mmv.cu's layouts). */
-__host__ __device__ __forceinline__ int64_t tc_row_bytes(int T, int64_t k) {
-    return T == MTPLX_TYPE_BF16 ? 2 * k : (k + 2 * (k / QK8_0) + 15) / 16 * 16;
-}
-
 /* One k step's weights of a lane's two rows: BF16 8 elements = 4 words a
  * row; Q8_0 8 quants = 2 words a row, plus the rows' block scales. */
 template <int T> struct wstep {
@@ -135,10 +130,6 @@ __device__ __forceinline__ void load_step(const uint8_t *rlo, const uint8_t *rhi
     }
 }
 
-template <typename P> __device__ __forceinline__ P pick3(int s, P a, P b, P c) {
-    return s == 0 ? a : s == 1 ? b : c;
-}
-
 /* Row slot r_local of the block (0 .. 16 MT - 1) as (segment, row); false
  * when it is past the last row (its result is dropped). */
 __device__ __forceinline__ bool slot_row(const mtplx_cuda_mmv_job &job, int MT, int64_t blk,
@@ -149,14 +140,7 @@ __device__ __forceinline__ bool slot_row(const mtplx_cuda_mmv_job &job, int MT, 
         row = blk * half + (r_local % half);
         return row < job.m[0];
     }
-    int64_t g = blk * 16 * MT + r_local;
-    int sg = 0;
-    while (sg < job.nseg - 1 && g >= pick3(sg, job.m[0], job.m[1], job.m[2])) {
-        g -= pick3(sg, job.m[0], job.m[1], job.m[2]);
-        sg++;
-    }
-    seg = sg, row = g;
-    return g < pick3(sg, job.m[0], job.m[1], job.m[2]);
+    return stacked_row(job.m[0], job.m[1], job.m[2], job.nseg, blk * 16 * MT + r_local, seg, row);
 }
 
 /* The k split: warp w's i-th k step. Runs of TC_RUN consecutive steps go
@@ -186,12 +170,12 @@ __device__ __forceinline__ void load_x(const float *const (&xr)[NT], const bool 
  * the arithmetic (see tc_u). */
 template <int T, int MT, int NT, int U>
 __global__ void __launch_bounds__(TC_WARPS * 32)
-    mmv_tc_kernel(mtplx_cuda_mmv_job job, int64_t k, const float *__restrict__ x, int64_t n) {
+    mmv_tc_kernel(mtplx_cuda_mmv_job job, int64_t k, int64_t rb, const float *__restrict__ x,
+                  int64_t n) {
     __shared__ float red[TC_WARPS][16 * MT][8 * NT];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, q = lane & 3;
     const int64_t blk = blockIdx.x;
-    const int64_t rb = tc_row_bytes(T, k);
 
     const uint8_t *rlo[MT], *rhi[MT];
 #pragma unroll
@@ -358,7 +342,9 @@ cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t sl
                       const float *x, int64_t n) {
     int64_t per_block = job->mode == MTPLX_MMV_SWIGLU ? 8 * MT : 16 * MT;
     unsigned grid = (unsigned)((slots + per_block - 1) / per_block);
-    mmv_tc_kernel<T, MT, NT, tc_u(T, MT, NT)><<<grid, TC_WARPS * 32, 0, st>>>(*job, k, x, n);
+    /* rb: bytes a row, in mmv.cu's layouts (Q8_0 repacked) */
+    int64_t rb = T == MTPLX_TYPE_BF16 ? 2 * k : (int64_t)mtplx_cuda_q8_0_packed_row(k);
+    mmv_tc_kernel<T, MT, NT, tc_u(T, MT, NT)><<<grid, TC_WARPS * 32, 0, st>>>(*job, k, rb, x, n);
     return cudaGetLastError();
 }
 
