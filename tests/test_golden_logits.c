@@ -245,7 +245,7 @@ static void default_model(void **s) {
             assert_int_equal(mtplx_ctx_truncate(c, 0), MTPLX_OK);
             mtplx_ctx_heads_keep(c, 0);
             assert_int_equal(mtplx_forward(c, ids, mpos + 1, false), MTPLX_OK);
-            assert_int_equal(mtplx_mtp_draft(c, ids[mpos + 1], 3, greedy_draft, m, got), MTPLX_OK);
+            assert_int_equal(mtplx_mtp_draft(c, ids[mpos + 1], 3, greedy_draft, m, NULL, got), MTPLX_OK);
             for (int d = 0; d < 3; d++) chain_ok += got[d] == want[d];
             chain_n += 3;
         }

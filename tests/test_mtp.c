@@ -622,8 +622,8 @@ static void head_rows_taken_over(void **state) {
     int32_t n = 6 + got.n - 1, x = seq[n], V = m->hp.n_vocab, dc[3], df[3];
     assert_int_equal(mtplx_ctx_n_past(c), n);
     assert_int_equal(mtplx_forward(f, seq, n, false), MTPLX_OK);
-    assert_int_equal(mtplx_mtp_draft(c, x, 3, argmax_draft, &V, dc), MTPLX_OK);
-    assert_int_equal(mtplx_mtp_draft(f, x, 3, argmax_draft, &V, df), MTPLX_OK);
+    assert_int_equal(mtplx_mtp_draft(c, x, 3, argmax_draft, &V, NULL, dc), MTPLX_OK);
+    assert_int_equal(mtplx_mtp_draft(f, x, 3, argmax_draft, &V, NULL, df), MTPLX_OK);
     for (int d = 0; d < 3; d++) assert_int_equal(dc[d], df[d]);
     int64_t e = m->hp.n_embd;
     double worst = 0;

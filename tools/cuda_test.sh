@@ -159,10 +159,10 @@ for pat in 'tensor cores (MTPLX_CUDA_TC):MTPLX_CUDA_TC=0' 'split-k:MTPLX_CUDA_TC
     elif [ "$nok" -gt 0 ]; then SUMMARY+=("  test_cuda: '$what' checks: $nok ok"); fi
 done
 # the new checks, one summary line each (they are in test_cuda.out too)
-if grep -q 'graphs on vs off\|greedy picks on the GPU\|argmax_rows\|does not fit' "$LOGDIR/test_cuda.out"; then
+if grep -q 'graphs on vs off\|greedy picks on the GPU\|argmax_rows\|sample_rows V=8192 T=0.80\|sampled (T\|does not fit' "$LOGDIR/test_cuda.out"; then
     while IFS= read -r l; do
         SUMMARY+=("  test_cuda:${l}")
-    done < <(grep 'graphs on vs off\|greedy picks on the GPU\|argmax_rows\|does not fit' "$LOGDIR/test_cuda.out" | cut -c1-200)
+    done < <(grep 'graphs on vs off\|greedy picks on the GPU\|argmax_rows\|sample_rows V=8192 T=0.80\|sampled (T\|does not fit' "$LOGDIR/test_cuda.out" | cut -c1-200)
 fi
 
 SAN="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)"
@@ -183,6 +183,7 @@ sanitized() {
 if [ -n "$SAN" ] && [ $HAVE_GPU = 1 ] && [ -z "${MTPLX_CUDA_TEST_NO_MEMCHECK:-}" ]; then
     sanitized "test_cuda ops under memcheck" memcheck 1 'ERROR SUMMARY' 'ERROR SUMMARY'
     # shared-memory races in the prefill kernels (tensor-core GEMM, flash attention)
+    # and the sampler (sample.cu)
     sanitized "prefill kernels under racecheck" racecheck prefill 'RACECHECK SUMMARY\|ERROR SUMMARY' \
         'RACECHECK SUMMARY\|ERROR SUMMARY\|FAIL'
 else
@@ -217,11 +218,18 @@ if [ $HAVE_GPU = 1 ]; then
         done
     done
     run_one mtp3_hostpick cuda MTPLX_CUDA_ARGMAX=0 -- --draft-depth 3 --no-adaptive || { ok=0; bad="$bad mtp3_hostpick"; }
+    # sampled (temperature 0.8, top-k 40, seed 7): draws and the acceptance
+    # test on the GPU (default) against on the host (MTPLX_CUDA_SAMPLE=0)
+    for sv in 1 0; do
+        run_one "s_ar_d$sv" cuda MTPLX_CUDA_SAMPLE=$sv -- --temp 0.8 -s 7 --no-mtp || { ok=0; bad="$bad s_ar_d$sv"; }
+        run_one "s_mtp3_d$sv" cuda MTPLX_CUDA_SAMPLE=$sv -- --temp 0.8 -s 7 --draft-depth 3 --no-adaptive ||
+            { ok=0; bad="$bad s_mtp3_d$sv"; }
+    done
     run_one ar_plainprefill cuda MTPLX_CUDA_TC=0 MTPLX_CUDA_FLASH=0 -- --no-mtp || { ok=0; bad="$bad ar_plainprefill"; }
     run_one cpu_ar cpu -- --no-mtp || { ok=0; bad="$bad cpu_ar"; }
     run_one cpu_mtp3 cpu -- --draft-depth 3 --no-adaptive || { ok=0; bad="$bad cpu_mtp3"; }
     if [ $ok = 1 ]; then
-        result "mtplx run --device cuda (12 runs)" ok "$(($(date +%s) - T0)) s"
+        result "mtplx run --device cuda (16 runs)" ok "$(($(date +%s) - T0)) s"
         diff_list=""
         for n in ar_g0 mtp1_g1 mtp2_g1 mtp3_g1 mtp1_g0 mtp2_g0 mtp3_g0 mtp3_hostpick; do
             cmp -s "$SCRATCH/run_ar_g1.txt" "$SCRATCH/run_$n.txt" || diff_list="$diff_list $n"
@@ -250,6 +258,19 @@ if [ $HAVE_GPU = 1 ]; then
             TABLES+=("$(printf '  %-16s %14s %14s %8s' "$c" "$a ($(tpf ${c}_g1))" "$b ($(tpf ${c}_g0))" "$r")")
         done
         TABLES+=("$(printf '  %-16s %14s' 'mtp3 host picks' "$(tps mtp3_hostpick)")")
+        same_s=""
+        for c in ar mtp3; do
+            cmp -s "$SCRATCH/run_s_${c}_d1.txt" "$SCRATCH/run_s_${c}_d0.txt" || same_s="$same_s $c"
+        done
+        if [ -z "$same_s" ]; then
+            result "run: sampled texts, GPU draws == host draws" ok "T 0.8 seed 7, AR and MTP depth 3"
+        else
+            result "run: sampled texts, GPU draws == host draws" FAIL "differ:$same_s"
+        fi
+        TABLES+=("" "sampled (T 0.8, top-k 40, seed 7), tok/s (tokens/forward): draws on the GPU | on the host")
+        for c in ar mtp3; do
+            TABLES+=("$(printf '  %-16s %14s %14s' "$c" "$(tps s_${c}_d1) ($(tpf s_${c}_d1))" "$(tps s_${c}_d0) ($(tpf s_${c}_d0))")")
+        done
         for n in ar_g1 mtp3_g1 mtp3_g0; do
             TABLES+=("  $n: $(grep -o 'CUDA graphs.*' "$SCRATCH/run_$n.err" | tail -1)")
         done
@@ -332,6 +353,19 @@ PY
             pf_line="$pf_line $([ $pk = 1 ] && echo "on (tensor cores + flash)" || echo "off (GEMV + per-token attention)") ${v:-?} tok/s;"
         done
         TABLES+=("  prefill 512 tokens, prefill kernels:$pf_line")
+        # sampled AR on its 151936-entry vocabulary: draws on the GPU or the host
+        s_line=""
+        for sv in 1 0; do
+            (cd "$ROOT" && MTPLX_CUDA_SAMPLE=$sv timeout 60 "$MTPLX" run -m "$M06" -p "$PROMPT" -n 128 --temp 0.8 -s 7 \
+                --ignore-eos --device cuda -c 512) >"$SCRATCH/s06_$sv.txt" 2>"$SCRATCH/s06_$sv.err" || okb=0
+            cat "$SCRATCH/s06_$sv.err" >>"$LOG"
+            s_line="$s_line $([ $sv = 1 ] && echo GPU || echo host) $(grep -o 'gen [0-9]* tok [0-9.]* tok/s' "$SCRATCH/s06_$sv.err" | tail -1 | awk '{print $4}') tok/s;"
+        done
+        cmp -s "$SCRATCH/s06_1.txt" "$SCRATCH/s06_0.txt" && s_same="same text" || s_same="TEXTS DIFFER"
+        (cd "$ROOT" && timeout 60 "$MTPLX" run -m "$M06" -p "$PROMPT" -n 128 --temp 0 --ignore-eos --device cuda -c 512) \
+            >"$SCRATCH/s06_g.txt" 2>"$SCRATCH/s06_g.err" || okb=0
+        s_line="$s_line greedy (argmax on the GPU) $(grep -o 'gen [0-9]* tok [0-9.]* tok/s' "$SCRATCH/s06_g.err" | tail -1 | awk '{print $4}') tok/s;"
+        TABLES+=("  mtplx run, AR, 128 tokens; sampled (T 0.8) with draws on the:$s_line $s_same")
         if [ $okb = 1 ]; then result "bench_models 0.6B bf16 on the GPU" ok "$(($(date +%s) - T0)) s (table below)"
         else result "bench_models 0.6B bf16 on the GPU" FAIL "a run failed (see the log)"; fi
         rm -f "$M06"

@@ -45,7 +45,10 @@
  * are picked on the GPU, so a greedy step copies back 8 bytes per row
  * instead of whole logits rows (engine/generate.c uses it when the caller
  * does not want logits in its token events). On by default as well;
- * MTPLX_CUDA_ARGMAX=0 picks on the host instead.
+ * MTPLX_CUDA_ARGMAX=0 picks on the host instead. Sampled decoding
+ * (temperature > 0, top-k up to 1024, no penalties) draws its tokens and
+ * runs MTP's acceptance test on the GPU the same way (sample_rows,
+ * sample.cu; MTPLX_CUDA_SAMPLE=0: on the host).
  *
  * Prefill takes two other kernels: the tensor-core GEMM
  * (mtplx_cuda_matmul_tc, forwards of MTPLX_CUDA_TC_MIN_ROWS = 33 rows or
@@ -137,6 +140,7 @@ typedef struct {
     int32_t *ids_dev;
     int64_t ids_cap;
     mtplx_cuda_pick *picks; /* [PICK_ROWS] argmax_rows results, device memory */
+    mtplx_cuda_sample_out *souts; /* [MTPLX_CUDA_SAMPLE_ROWS] sample_rows results, device memory */
     /* CUDA graphs (header comment) */
     bool graphs;            /* enabled */
     mtplx_cuda_step *dstep; /* the step block, device memory */
@@ -515,6 +519,43 @@ static void cu_argmax_rows(mtplx_backend *be, const float *logits, int64_t n, in
     }
 }
 
+_Static_assert(MTPLX_DEV_TOPK_MAX == MTPLX_CUDA_TOPK_MAX && MTPLX_DEV_SAMPLE_ROWS == MTPLX_CUDA_SAMPLE_ROWS,
+               "backend.h and cuda_kernels.h disagree on device sampling sizes");
+
+/* backend.h: sample_rows (sample.cu). The uniforms travel as launch
+ * arguments, so the only copy is the results coming back. */
+static bool cu_sample_rows(mtplx_backend *be, const float *logits, int64_t n, int64_t V,
+                           const mtplx_sampler_params *sp, void *keep, const void *test,
+                           mtplx_dev_sample *rows) {
+    cuda_backend *c = (cuda_backend *)be;
+    if (!(sp->temperature > 0.0f) || sp->repeat_penalty != 1.0f || sp->presence_penalty != 0.0f ||
+        sp->frequency_penalty != 0.0f || sp->top_k < 1 || sp->top_k > MTPLX_CUDA_TOPK_MAX ||
+        sp->top_k >= V)
+        return false;
+    mtplx_cuda_sample_out h[MTPLX_CUDA_SAMPLE_ROWS];
+    for (int64_t i0 = 0; i0 < n; i0 += MTPLX_CUDA_SAMPLE_ROWS) {
+        int64_t r = n - i0 < MTPLX_CUDA_SAMPLE_ROWS ? n - i0 : MTPLX_CUDA_SAMPLE_ROWS;
+        mtplx_cuda_sample_args a = {.n = (int32_t)r, .top_k = sp->top_k,
+                                    .inv_t = 1.0f / sp->temperature, .top_p = sp->top_p,
+                                    .min_p = sp->min_p};
+        for (int64_t i = 0; i < r; i++) {
+            a.draft[i] = rows[i0 + i].draft;
+            a.u_accept[i] = rows[i0 + i].u_accept;
+            a.u_sample[i] = rows[i0 + i].u_sample;
+        }
+        mtplx_cuda_dist *kp = keep ? (mtplx_cuda_dist *)keep + i0 : NULL;
+        const mtplx_cuda_dist *tp = test ? (const mtplx_cuda_dist *)test + i0 : NULL;
+        CK(mtplx_cuda_sample_rows(c->stream, logits + i0 * V, V, &a, kp, tp, c->souts), "sample_rows");
+        cu_download(be, h, c->souts, (size_t)r * sizeof *h);
+        for (int64_t i = 0; i < r; i++) {
+            rows[i0 + i].id = h[i].id;
+            rows[i0 + i].accepted = h[i].accepted != 0;
+            rows[i0 + i].logprob = h[i].logprob;
+        }
+    }
+    return true;
+}
+
 /* ---- CUDA graphs (header comment) ---- */
 
 static bool key_eq(const mtplx_graph_key *a, const mtplx_graph_key *b) {
@@ -696,6 +737,7 @@ void mtplx_cuda_synchronize(mtplx_backend *be) {
 static void release(cuda_backend *c) {
     cudaFree(c->dstep);
     cudaFree(c->picks);
+    cudaFree(c->souts);
     cudaFree(c->ids_dev);
     cudaFree(c->split.buf);
     free(c->gs);
@@ -793,6 +835,8 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     c->gs = calloc(MAX_GRAPHS, sizeof *c->gs);
     e = cudaMalloc((void **)&c->dstep, sizeof *c->dstep);
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->picks, PICK_ROWS * sizeof *c->picks);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&c->souts, MTPLX_CUDA_SAMPLE_ROWS * sizeof *c->souts);
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->split.buf, TC_SPLIT_BYTES);
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&c->split.n_sm, cudaDevAttrMultiProcessorCount, device);
@@ -828,6 +872,8 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
         .graph_begin = cu_graph_begin,
         .graph_end = cu_graph_end,
         .argmax_rows = cu_argmax_rows,
+        .sample_rows = cu_sample_rows,
+        .dist_bytes = sizeof(mtplx_cuda_dist),
         .matmul_multi = cu_matmul_multi,
         .matmul_swiglu = cu_matmul_swiglu,
         .matmul_add = cu_matmul_add,
@@ -848,6 +894,9 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
      * back and picks on the host */
     const char *am = getenv("MTPLX_CUDA_ARGMAX");
     if (am && strcmp(am, "0") == 0) c->base.argmax_rows = NULL;
+    /* with MTPLX_CUDA_SAMPLE=0, sampled decoding (temperature > 0) does the
+     * same on the host */
+    if (env_is_0("MTPLX_CUDA_SAMPLE")) c->base.sample_rows = NULL;
     *out = &c->base;
     return MTPLX_OK;
 }

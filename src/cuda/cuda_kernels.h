@@ -38,6 +38,38 @@ typedef struct mtplx_cuda_pick {
 cudaError_t mtplx_cuda_argmax_rows(cudaStream_t s, const float *logits, int64_t n, int64_t V,
                                    mtplx_cuda_pick *out);
 
+/* Sampling on the GPU (sample.cu): for row i < n of logits [n][V], engine/
+ * sampler.c's top-k distribution p_i (temperature, top-k in 1..TOPK_MAX,
+ * top-p, min-p; no penalties, no mask), then
+ *   draft[i] < 0: a draw from p_i with u_sample[i] (mtplx_sample_dist);
+ *   draft[i] >= 0: spec.c's test of draft[i] against test[i] (a distribution
+ *     an earlier call kept) with u_accept[i]; accepted, or a draw from the
+ *     residual with u_sample[i].
+ * keep (or NULL): p_i into keep[i]. out[i]: the token, whether the draft was
+ * accepted, log softmax(row i)[token], p_i's support size. */
+#define MTPLX_CUDA_TOPK_MAX 1024
+#define MTPLX_CUDA_SAMPLE_ROWS 16
+/* A distribution over at most TOPK_MAX tokens, ids ascending. */
+typedef struct mtplx_cuda_dist {
+    int32_t n;
+    int32_t id[MTPLX_CUDA_TOPK_MAX];
+    float p[MTPLX_CUDA_TOPK_MAX];
+} mtplx_cuda_dist;
+typedef struct mtplx_cuda_sample_args {
+    int32_t n, top_k;
+    float inv_t, top_p, min_p; /* inv_t = 1.0f / temperature, as sampler.c */
+    int32_t draft[MTPLX_CUDA_SAMPLE_ROWS];
+    double u_accept[MTPLX_CUDA_SAMPLE_ROWS], u_sample[MTPLX_CUDA_SAMPLE_ROWS];
+} mtplx_cuda_sample_args;
+typedef struct mtplx_cuda_sample_out {
+    int32_t id, accepted;
+    float logprob;
+    int32_t n_kept;
+} mtplx_cuda_sample_out;
+cudaError_t mtplx_cuda_sample_rows(cudaStream_t s, const float *logits, int64_t V,
+                                   const mtplx_cuda_sample_args *a, mtplx_cuda_dist *keep,
+                                   const mtplx_cuda_dist *test, mtplx_cuda_sample_out *out);
+
 /* *dst = *v, as a kernel on s (so it is ordered with the launches around it
  * and v is copied at launch: the host may reuse it at once). */
 cudaError_t mtplx_cuda_set_step(cudaStream_t s, mtplx_cuda_step *dst, const mtplx_cuda_step *v);

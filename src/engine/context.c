@@ -171,7 +171,9 @@ mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, m
         c->hist[0] = calloc((size_t)p.n_ctx * e, sizeof(float));
         c->stage = c->be->buf_alloc(c->be, (size_t)p.n_batch * e * sizeof(float));
         c->stage_tok = calloc((size_t)p.n_batch, sizeof(int32_t));
-        if (st == MTPLX_OK && (!c->hist[0] || !c->stage || !c->stage_tok))
+        if (c->be->sample_rows) c->q_dev = c->be->buf_alloc(c->be, MTPLX_MAX_DRAFT * c->be->dist_bytes);
+        if (st == MTPLX_OK && (!c->hist[0] || !c->stage || !c->stage_tok ||
+                               (c->be->sample_rows && !c->q_dev)))
             st = mtplx_fail(MTPLX_ERR_NOMEM, "context: out of memory for the MTP head");
     }
     if (st != MTPLX_OK) {
@@ -208,6 +210,7 @@ void mtplx_ctx_free(mtplx_ctx *c) {
             if (c->mtp_kv[d].k) mtplx_kv_free(&c->mtp_kv[d], c->be);
         mtplx_acts_free(&c->mtp_acts, c->be);
         c->be->buf_free(c->be, c->stage);
+        c->be->buf_free(c->be, c->q_dev);
         if (!c->be_shared) c->be->free(c->be);
     }
     for (int i = 0; i <= MTPLX_MAX_DRAFT; i++) {
@@ -300,7 +303,7 @@ static void take_over_spec_rows(mtplx_ctx *c, int32_t N) {
  * cached, the rest use drafts and this step's speculative rows of stream
  * d-1. The last row's logits give q_d. Long catch-ups go in chunks. */
 mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn fn, void *user,
-                             int32_t *drafts) {
+                             const mtplx_sampler_params *dev_sp, int32_t *drafts) {
     MTPLX_ASSERT(c->has_mtp && k >= 1 && k <= MTPLX_MAX_DRAFT);
     MTPLX_TRY(mtplx_ctx_streams(c, k));
     const mtplx_model *m = c->model;
@@ -351,6 +354,15 @@ mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn 
         }
         c->valid[d] = ce;
         int32_t n_out = c->draft_n_out > 0 && c->draft_n_out < m->hp.n_vocab ? c->draft_n_out : m->hp.n_vocab;
+        if (!fn && dev_sp) {
+            mtplx_dev_sample r = {.draft = -1,
+                                  .u_sample = mtplx_rng_uniform(dev_sp->seed, (uint64_t)(N + d), RNG_DRAFT)};
+            bool ok = c->be->sample_rows(c->be, c->mtp_acts.logits, 1, n_out, dev_sp,
+                                         (char *)c->q_dev + (size_t)(d - 1) * c->be->dist_bytes, NULL, &r);
+            MTPLX_ASSERT(ok); /* the caller checked mtplx_dev_sampling_ok */
+            drafts[d - 1] = r.id;
+            continue;
+        }
         if (!fn) {
             float lp;
             c->be->argmax_rows(c->be, c->mtp_acts.logits, 1, n_out, &drafts[d - 1], &lp);

@@ -53,6 +53,10 @@ struct mtplx_ctx {
      * (logits_pending rows wait on the device until then), so a greedy step
      * that picks its tokens on the device never copies them. */
     float *logits_host;     /* [acts.n_logits][n_vocab] */
+    /* The drafts' distributions q_1..q_k when they are sampled on the device
+     * (be->sample_rows): MTPLX_MAX_DRAFT rows of be->dist_bytes, a buffer of
+     * the backend; NULL without a head or device sampling. */
+    void *q_dev;
     float *mtp_logits_host; /* [n_vocab] */
     int32_t logits_pending;
 };
@@ -104,12 +108,19 @@ mtplx_status mtplx_ctx_streams(mtplx_ctx *ctx, int32_t depth);
 void mtplx_ctx_heads_keep(mtplx_ctx *ctx, int32_t common);
 /* Draft k tokens after the pending token x (at position n_past): stream d's
  * distribution q_d goes through dist(d, logits) which must sample the draft
- * (returned); drafts are written to out[0..k). fn NULL: each draft is the
- * greedy pick of the head's logits on the device (be->argmax_rows), and no
- * logits are copied to the host. */
+ * (returned); drafts are written to out[0..k). fn NULL: each draft is made
+ * on the device and no logits are copied to the host: with dev_sp NULL the
+ * greedy pick of the head's logits (be->argmax_rows), else a draw under
+ * dev_sp (be->sample_rows, uniform mtplx_rng_uniform(seed, n_past + d,
+ * RNG_DRAFT), as spec.c's host draft) whose distribution stays in q_dev
+ * row d-1. */
 typedef int32_t (*mtplx_draft_fn)(void *user, int32_t d, float *logits, const int32_t *drafts);
 mtplx_status mtplx_mtp_draft(mtplx_ctx *ctx, int32_t x, int32_t k, mtplx_draft_fn fn, void *user,
-                             int32_t *out);
+                             const mtplx_sampler_params *dev_sp, int32_t *out);
+/* Whether sampling under sp can run on the context's device (be->sample_rows
+ * takes it: temperature > 0, no penalties, top-k in 1..MTPLX_DEV_TOPK_MAX
+ * and below the vocabulary size). */
+bool mtplx_dev_sampling_ok(const mtplx_ctx *ctx, const mtplx_sampler_params *sp);
 /* The number of leading token ids the head drafts over for a requested
  * mtplx_gen_params.draft_vocab (0 = automatic, -1 = all): a multiple of 8,
  * at most n_vocab; the whole vocabulary off the CPU backend. Logits past it
@@ -137,6 +148,10 @@ typedef struct mtplx_gen_state {
     /* temperature 0, no penalties, no mask, no logits wanted in events, and
      * a backend that picks on the device: tokens are picked there */
     bool pick_dev;
+    /* temperature > 0 otherwise as pick_dev, and the backend samples what
+     * mtplx_dev_sampling_ok says: drafts, the acceptance test and tokens
+     * are drawn on the device (the same uniforms as on the host) */
+    bool sample_dev;
     mtplx_gen_stats *stats;
 } mtplx_gen_state;
 

@@ -134,6 +134,8 @@ mtplx_status mtplx_gen_start(mtplx_ctx *c, const int32_t *prompt, int32_t n_prom
     c->draft_n_out = mtplx_draft_vocab_resolve(c, gp.draft_vocab);
     g->gs.pick_dev = gp.no_event_logits && c->be->argmax_rows && sp->temperature <= 0.0f &&
                      !gp.mask && !mtplx_sampler_has_penalties(sp);
+    g->gs.sample_dev = gp.no_event_logits && !gp.mask && mtplx_dev_sampling_ok(c, sp) &&
+                       (!c->has_mtp || c->q_dev);
     size_t cap = (size_t)c->n_ctx + MTPLX_MAX_DRAFT + 2;
     g->gs.gen = malloc(cap * sizeof(int32_t));
     g->gs.hist = malloc(cap * sizeof(int32_t));
@@ -185,6 +187,15 @@ static bool next_token(mtplx_gen *g) {
         float lp;
         mtplx_ctx_pick(c, 1, &g->x, &lp);
         return emit(g, g->x, MTPLX_SRC_SAMPLED, 0, lp, NULL);
+    }
+    if (g->gs.sample_dev) {
+        const mtplx_sampler_params *sp = &g->gp.sampling;
+        mtplx_dev_sample r = {.draft = -1,
+                              .u_sample = mtplx_rng_uniform(sp->seed, (uint64_t)c->n_past, RNG_SAMPLE)};
+        bool ok = c->be->sample_rows(c->be, c->acts.logits, 1, c->model->hp.n_vocab, sp, NULL, NULL, &r);
+        MTPLX_ASSERT(ok);
+        g->x = r.id;
+        return emit(g, g->x, MTPLX_SRC_SAMPLED, 0, r.logprob, NULL);
     }
     float *logits = mtplx_ctx_logits(c);
     g->x = sample_logits(g, logits);

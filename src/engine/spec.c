@@ -96,7 +96,9 @@ mtplx_status mtplx_spec_draft(mtplx_ctx *c, mtplx_gen_state *gs, int32_t x, int3
     MTPLX_ASSERT(k >= 1 && k <= MTPLX_MAX_DRAFT && c->n_past + k + 1 <= c->n_ctx);
     double t0 = mtplx_time_ms();
     draft_ctx dc = {c, gs, c->n_past};
-    MTPLX_TRY(mtplx_mtp_draft(c, x, k, gs->pick_dev ? NULL : draft_one, &dc, d));
+    bool dev = gs->pick_dev || gs->sample_dev;
+    MTPLX_TRY(mtplx_mtp_draft(c, x, k, dev ? NULL : draft_one, &dc, gs->sample_dev ? &gs->gp->sampling : NULL,
+                              d));
     if (gs->stats) gs->stats->t_draft_ms += mtplx_time_ms() - t0;
     return MTPLX_OK;
 }
@@ -134,6 +136,38 @@ static void accept_picked(mtplx_ctx *c, mtplx_gen_state *gs, const int32_t *d, i
     res->n_accepted = a;
 }
 
+/* The sampled test on the device: every row's p, test and residual draw at
+ * once (be->sample_rows with the host path's uniforms; a row's outcome
+ * matters only if the rows before it accepted), then the first rejection
+ * ends the step as on the host. q_dev row i holds q_{i+1}. */
+static void accept_sampled(mtplx_ctx *c, mtplx_gen_state *gs, const int32_t *d, int32_t k, int64_t N,
+                           mtplx_step_result *res) {
+    const mtplx_sampler_params *sp = &gs->gp->sampling;
+    mtplx_dev_sample r[MTPLX_MAX_DRAFT + 1];
+    for (int32_t i = 0; i <= k; i++)
+        r[i] = (mtplx_dev_sample){
+            .draft = i < k ? d[i] : -1,
+            .u_accept = i < k ? mtplx_rng_uniform(sp->seed, (uint64_t)(N + i + 1), RNG_ACCEPT) : 0.0,
+            .u_sample = mtplx_rng_uniform(sp->seed, (uint64_t)(N + i + 1), RNG_RESIDUAL)};
+    bool ok = c->be->sample_rows(c->be, c->acts.logits, k + 1, c->model->hp.n_vocab, sp, NULL, c->q_dev, r);
+    MTPLX_ASSERT(ok); /* mtplx_gen_start checked mtplx_dev_sampling_ok */
+    int32_t a = 0;
+    while (a < k) {
+        if (gs->stats) gs->stats->drafted[a]++;
+        if (!r[a].accepted) break;
+        if (gs->stats) gs->stats->accepted[a]++;
+        a++;
+    }
+    for (int32_t i = 0; i <= a; i++) {
+        res->ids[i] = r[i].id;
+        res->src[i] = i < a ? MTPLX_SRC_DRAFTED : MTPLX_SRC_VERIFIER;
+        res->logprob[i] = r[i].logprob;
+        res->logits[i] = NULL;
+    }
+    res->n = a + 1;
+    res->n_accepted = a;
+}
+
 void mtplx_spec_accept(mtplx_ctx *c, mtplx_gen_state *gs, const int32_t *d, int32_t k,
                        mtplx_step_result *res) {
     const mtplx_sampler_params *sp = &gs->gp->sampling;
@@ -142,8 +176,9 @@ void mtplx_spec_accept(mtplx_ctx *c, mtplx_gen_state *gs, const int32_t *d, int3
     memset(res, 0, sizeof *res);
     int32_t a = 0;
     bool rejected = false;
-    if (gs->pick_dev) {
-        accept_picked(c, gs, d, k, res);
+    if (gs->pick_dev || gs->sample_dev) {
+        if (gs->pick_dev) accept_picked(c, gs, d, k, res);
+        else accept_sampled(c, gs, d, k, N, res);
         keep(c, N, res->n_accepted);
         return;
     }

@@ -26,6 +26,17 @@ typedef struct mtplx_weight {
 
 typedef struct mtplx_backend mtplx_backend;
 
+/* One row of a device sampling call (backend's sample_rows). */
+#define MTPLX_DEV_TOPK_MAX 1024   /* the largest top-k sampled on the device */
+#define MTPLX_DEV_SAMPLE_ROWS 16  /* rows per call */
+typedef struct mtplx_dev_sample {
+    int32_t draft;             /* in: the draft token tested at this row, or -1 */
+    double u_accept, u_sample; /* in: the test's and the draw's uniforms */
+    int32_t id;                /* out: the accepted draft or the token drawn */
+    bool accepted;             /* out */
+    float logprob;             /* out: log softmax of the row at id */
+} mtplx_dev_sample;
+
 /* What a whole forward is, for capturing it once and replaying it (CUDA
  * graphs): the buffers and weights it touches and its row count. Two
  * forwards with equal keys issue the same ops on the same buffers and differ
@@ -95,6 +106,22 @@ struct mtplx_backend {
      * in host memory: only 8 bytes a row cross to the host. */
     void (*argmax_rows)(mtplx_backend *be, const float *logits, int64_t n, int64_t V, int32_t *ids,
                         float *logprob);
+    /* Sampling on the device (optional; NULL on the CPU): for row i < n
+     * (<= MTPLX_DEV_SAMPLE_ROWS) of logits [n][V] (this backend's buffer),
+     * p_i = mtplx_sampler_dist's distribution of the row under sp; then with
+     * rows[i].draft < 0 rows[i].id = mtplx_sample_dist(p_i, u_sample), else
+     * spec.c's Leviathan-Chen test of the draft against test row i (a
+     * distribution kept by an earlier call) with u_accept: accepted, or id
+     * drawn from the residual with u_sample. keep (or NULL): p_i is kept in
+     * keep row i. Rows of keep / test are dist_bytes apart, in buffers of
+     * this backend. Returns once rows[] is in host memory (a few bytes a row
+     * cross), or false, having done nothing, for sampling it does not do on
+     * the device: temperature 0 (argmax_rows), penalties, top-k outside
+     * 1..min(MTPLX_DEV_TOPK_MAX, V - 1). */
+    bool (*sample_rows)(mtplx_backend *be, const float *logits, int64_t n, int64_t V,
+                        const mtplx_sampler_params *sp, void *keep, const void *test,
+                        mtplx_dev_sample *rows);
+    size_t dist_bytes;
     /* ---- optional fusions (NULL on the CPU): fewer launches per step ----
      * Each returns false, having issued nothing, when it does not take these
      * arguments (too many rows, mixed types); the caller then issues the

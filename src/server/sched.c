@@ -295,6 +295,9 @@ static void assign(srv_sched *s) {
             int32_t want = gp.max_tokens > 0 ? r->n_prompt + gp.max_tokens : s->n_ctx;
             gp.draft_depth = s->depth_for(want < s->n_ctx ? want : s->n_ctx, s->depth_user);
         }
+        /* only top_logprobs reads whole logits rows: without it a GPU
+         * context picks or samples its tokens on the GPU */
+        gp.no_event_logits = r->top_logprobs <= 0;
         mtplx_gen *g = NULL;
         mtplx_status st = mtplx_gen_start(sl->ctx, r->prompt, r->n_prompt, &gp, &g);
         if (st != MTPLX_OK) {
