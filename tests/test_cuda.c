@@ -165,7 +165,9 @@ static float *tc_emulated(const mtplx_weight *w, const float *x, const float *bi
 }
 
 /* the types the decode / verify GEMV runs on tensor cores (mmv_tc.cu) */
-static bool mma_type(int type) { return type == MTPLX_TYPE_BF16 || type == MTPLX_TYPE_Q8_0; }
+static bool mma_type(int type, mtplx_cuda_paths p) {
+    return p.mma && (type == MTPLX_TYPE_BF16 || type == MTPLX_TYPE_Q8_0 || (type == MTPLX_TYPE_Q4_K && p.mma_q4k));
+}
 
 static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool with_bias) {
     size_t rs = mtplx_row_size(type, k);
@@ -206,9 +208,9 @@ static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool wit
             report(e1 <= TOL_MM_EXACT && e2 <= tol_mm_cpu(type),
                    "matmul %-4s m=%-4lld k=%-5lld n=%-3lld%s  vs exact %.2e (tol %.0e)  vs cpu %.2e (tol %.0e)%s",
                    name, (long long)m, (long long)k, (long long)n, with_bias ? " +bias" : "      ", e1,
-                   TOL_MM_EXACT, e2, tol_mm_cpu(type), n <= 16 && mma_type(type) && saved.mma ? "  (tensor cores)" : "");
-            /* BF16 / Q8_0 at n <= 16 took the tensor-core GEMV: the f32 one too */
-            if (n <= 16 && mma_type(type) && saved.mma) {
+                   TOL_MM_EXACT, e2, tol_mm_cpu(type), n <= 16 && mma_type(type, saved) ? "  (tensor cores)" : "");
+            /* BF16 / Q8_0 / Q4_K at n <= 16 took the tensor-core GEMV: the f32 one too */
+            if (n <= 16 && mma_type(type, saved)) {
                 p.mma = false;
                 mtplx_cuda_set_paths(gpu, p);
                 gpu->matmul(gpu, &w, bias, xd, n, yd);
@@ -274,6 +276,8 @@ static void test_matmul(void) {
     test_matmul_case(MTPLX_TYPE_BF16, 53, 2056, 4, false);
     test_matmul_case(MTPLX_TYPE_Q8_0, 53, 2080, 16, true);
     test_matmul_case(MTPLX_TYPE_BF16, 1030, 512, 11, false);
+    test_matmul_case(MTPLX_TYPE_Q4_K, 53, 2048, 4, false);
+    test_matmul_case(MTPLX_TYPE_Q4_K, 301, 3072, 16, true);
 }
 
 /* The tensor-core GEMM reading x through scalar loads (x not 16-byte
@@ -442,15 +446,16 @@ static void test_fused(void) {
     for (size_t t = 0; t < sizeof types / sizeof *types; t++)
         for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
             test_fused_case(types[t], types[t] == MTPLX_TYPE_Q4_K ? 512 : 416, ns[i]);
-    /* BF16 and Q8_0 ran on tensor cores above: the f32 GEMV's fused modes too */
+    /* BF16, Q8_0 and Q4_K ran on tensor cores above: the f32 GEMV's fused modes too */
     mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu), p = saved;
     if (saved.mma) {
         p.mma = false;
         mtplx_cuda_set_paths(gpu, p);
-        printf("  info  fused ops of BF16 and Q8_0 again with MTPLX_CUDA_MMA=0 (f32 GEMV)\n");
+        printf("  info  fused ops of BF16, Q8_0 and Q4_K again with MTPLX_CUDA_MMA=0 (f32 GEMV)\n");
         for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
             test_fused_case(MTPLX_TYPE_BF16, 416, ns[i]);
             test_fused_case(MTPLX_TYPE_Q8_0, 416, ns[i]);
+            test_fused_case(MTPLX_TYPE_Q4_K, 512, ns[i]);
         }
         mtplx_cuda_set_paths(gpu, saved);
     }
@@ -1203,6 +1208,12 @@ int main(void) {
     mtplx_cuda_device_name(0, name, sizeof name, NULL);
     printf("test_cuda on %s\n", name);
     mtplx_cuda_paths env = mtplx_cuda_get_paths(gpu);
+    /* Q4_K's tensor-core GEMV is on where a context drafts; the op checks
+     * run it unless MTPLX_CUDA_MMA_Q4K=0 */
+    if (env.mma_q4k_auto) {
+        env.mma_q4k = true;
+        mtplx_cuda_set_paths(gpu, env);
+    }
     if (!env.tc || !env.tc_split || !env.flash)
         printf("  info  prefill paths off by the environment, not checked:%s%s%s\n",
                env.tc ? "" : " tensor cores (MTPLX_CUDA_TC=0)",

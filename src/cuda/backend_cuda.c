@@ -79,7 +79,7 @@
  * graphs on/off bit-identical, greedy texts identical. Switches, in the
  * environment: MTPLX_CUDA_MMV=0, kernels.cu's mm_kernel for every matmul and
  * no fused matmuls; MTPLX_CUDA_FUSE=0, mmv but no fused op;
- * MTPLX_CUDA_MMA=0, BF16 and Q8_0 on mmv.cu's f32 GEMV instead of
+ * MTPLX_CUDA_MMA=0, BF16, Q8_0 and Q4_K on mmv.cu's f32 GEMV instead of
  * mmv_tc.cu's tensor cores (which verify 4 rows at the cost of 1, decode
  * Q8_0 about a quarter slower: bench/RESULTS.md section 13). Opt-in, not yet
  * run on a GPU beyond test_cuda's op checks: MTPLX_CUDA_FUSE_NORM=1 also
@@ -293,7 +293,7 @@ static mtplx_cuda_mmv_job mmv_job1(cuda_backend *c, int mode, const mtplx_weight
                                 .bias = {param(c, bias, (size_t)w->m * sizeof(float))},
                                 .y = {y},
                                 .m = {w->m},
-                                .mma = c->paths.mma};
+                                .mma = c->paths.mma, .mma_q4k = c->paths.mma_q4k};
 }
 
 /* Tensor cores for a prefill's many rows (header comment); the GEMV for the
@@ -356,7 +356,7 @@ static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const
     if (nw < 1 || nw > 3 || !fusable(c, w[0], x, n) || !norm_ok(c, norm)) return false;
     for (int i = 1; i < nw; i++)
         if (!same_kind(w[i], w[0])) return false;
-    mtplx_cuda_mmv_job j = {.nseg = nw, .mode = MTPLX_MMV_STORE, .mma = c->paths.mma};
+    mtplx_cuda_mmv_job j = {.nseg = nw, .mode = MTPLX_MMV_STORE, .mma = c->paths.mma, .mma_q4k = c->paths.mma_q4k};
     for (int i = 0; i < nw; i++) {
         j.w[i] = mmv_weight(c, w[i]);
         j.bias[i] = param(c, bias[i], (size_t)w[i]->m * sizeof(float));
@@ -653,7 +653,12 @@ mtplx_cuda_paths mtplx_cuda_get_paths(const mtplx_backend *be) {
 }
 
 void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p) {
-    ((cuda_backend *)be)->paths = p;
+    cuda_backend *c = (cuda_backend *)be;
+    if (memcmp(&c->paths, &p, sizeof p) != 0 && c->n_gs > 0) {
+        CK(cudaStreamSynchronize(c->stream), "synchronize");
+        drop_graphs(c); /* captured with the old paths */
+    }
+    c->paths = p;
 }
 
 /* The prefill kernels from the environment: on unless "0"; MTPLX_CUDA_TC=all
@@ -661,6 +666,7 @@ void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p) {
 static mtplx_cuda_paths paths_from_env(void) {
     const char *tc = getenv("MTPLX_CUDA_TC"), *fa = getenv("MTPLX_CUDA_FLASH");
     const char *sk = getenv("MTPLX_CUDA_TC_SPLIT"), *mma = getenv("MTPLX_CUDA_MMA");
+    const char *q4k = getenv("MTPLX_CUDA_MMA_Q4K");
     mtplx_cuda_paths p = {.tc = true,
                           .tc_f32 = false,
                           .tc_split = true,
@@ -672,6 +678,8 @@ static mtplx_cuda_paths paths_from_env(void) {
     if (tc && strcmp(tc, "all") == 0) p.tc_f32 = true;
     if (fa && strcmp(fa, "0") == 0) p.flash = false;
     if (mma && strcmp(mma, "0") == 0) p.mma = false;
+    p.mma_q4k_auto = !(q4k && (strcmp(q4k, "0") == 0 || strcmp(q4k, "1") == 0));
+    p.mma_q4k = q4k && strcmp(q4k, "1") == 0;
     return p;
 }
 
@@ -755,7 +763,7 @@ static void cu_free(mtplx_backend *be) {
               "cores %s%s, flash attention %s",
               (double)c->param_bytes / 1e6, c->graphs ? "on" : "off", (long long)c->gstats.captured,
               (long long)c->gstats.replayed, (long long)c->gstats.plain, (long long)c->gstats.failed,
-              c->mmv ? "on" : "off", c->mmv && c->paths.mma ? " (tensor cores for BF16, Q8_0)" : "",
+              c->mmv ? "on" : "off", c->mmv && c->paths.mma ? (c->paths.mma_q4k ? " (tensor cores for BF16, Q8_0, Q4_K)" : " (tensor cores for BF16, Q8_0)") : "",
               c->fuse ? "on" : "off", c->fuse_norm ? " (norms too)" : "",
               c->paths.tc ? (c->paths.tc_f32 ? "on (F32 too)" : "on") : "off",
               c->paths.tc && !c->paths.tc_split ? " without split-k" : "",

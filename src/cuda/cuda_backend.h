@@ -56,10 +56,15 @@ mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be);
  * MTPLX_CUDA_STEP_ROWS tokens. Set from MTPLX_CUDA_TC (0 / all),
  * MTPLX_CUDA_TC_SPLIT (0) and MTPLX_CUDA_FLASH (0) when the backend is made:
  * all on but tc_f32, tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS. And the decode /
- * verify GEMV on tensor cores for BF16 and Q8_0 (mma, mmv_tc.cu; off with
- * MTPLX_CUDA_MMA=0). */
+ * verify GEMV on tensor cores for BF16, Q8_0 and Q4_K (mma, mmv_tc.cu; off with
+ * MTPLX_CUDA_MMA=0). Q4_K there verifies 4 rows at the cost of 1 but decodes
+ * 1 row about 1.4x slower than the f32 GEMV (bench/RESULTS.md section 15),
+ * so it is its own switch, mma_q4k: MTPLX_CUDA_MMA_Q4K=1 / 0 sets it, and
+ * unset (mma_q4k_auto) a context turns it on when its rows come several at
+ * a time: a model with an MTP head, or a backend several contexts share
+ * (engine/context.c). Changing a path drops the captured graphs. */
 typedef struct mtplx_cuda_paths {
-    bool tc, tc_f32, tc_split, flash, mma;
+    bool tc, tc_f32, tc_split, flash, mma, mma_q4k, mma_q4k_auto;
     int64_t tc_min_rows;
 } mtplx_cuda_paths;
 /* A batched verification step of several generations (mtplx_gen_step_many)

@@ -124,10 +124,10 @@ typedef struct mtplx_cuda_mmv_job {
      * order than mtplx_cuda_rmsnorm's, so equal to it up to f32 rounding) */
     const float *norm;
     float eps;
-    /* tensor cores (mmv_tc.cu) where they apply: BF16 and Q8_0, no fused
+    /* tensor cores (mmv_tc.cu) where they apply: BF16, Q8_0 and Q4_K, no fused
      * norm, sm_80 or newer. A weight takes the same path at every n, so
-     * rows stay independent of n either way. */
-    bool mma;
+     * rows stay independent of n either way. Q4_K only with mma_q4k. */
+    bool mma, mma_q4k;
 } mtplx_cuda_mmv_job;
 /* Whether the mmv kernel takes this type, k and x (alignment); if not, use
  * mtplx_cuda_matmul. */

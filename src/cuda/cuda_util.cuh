@@ -39,6 +39,25 @@ HD float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 HD float bf2f(uint16_t h) { return u2f((uint32_t)h << 16); }
 HD uint16_t ld16(const uint8_t *p) { return *(const uint16_t *)p; }
 
+/* Q4_K sub-block j (0..7) of a block whose 16-byte header (d, dmin, the 12
+ * scale bytes; kernels/ref has the 6-bit packing) is h: its scale d * sc and
+ * its min dmin * m. */
+HD void q4k_sub_scales(const uint4 &h, int j, float &scale, float &min) {
+    float d = h2f((uint16_t)h.x), dmin = h2f((uint16_t)(h.x >> 16));
+    int sh = 8 * (j & 3);
+    uint32_t A = (h.y >> sh) & 0xFF, B = (h.z >> sh) & 0xFF, C = (h.w >> sh) & 0xFF;
+    uint32_t s, m;
+    if (j < 4) {
+        s = A & 63;
+        m = B & 63;
+    } else {
+        s = (C & 0xF) | ((A >> 6) << 4);
+        m = (C >> 4) | ((B >> 6) << 4);
+    }
+    scale = d * (float)s;
+    min = dmin * (float)m;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);

@@ -119,23 +119,9 @@ template <int T> HD void unit_scales(const unit &t, int64_t u, float sc[4]) {
     if constexpr (T == MTPLX_TYPE_Q8_0) {
         sc[0] = h2f((uint16_t)t.h.x);
     } else if constexpr (T == MTPLX_TYPE_Q4_K) {
-        float d = h2f((uint16_t)t.h.x), dmin = h2f((uint16_t)(t.h.x >> 16));
-        int c = (int)((u & 7) >> 1); /* sub-blocks 2c (j < 4 when c < 2) and 2c+1 */
-#pragma unroll
-        for (int hi = 0; hi < 2; hi++) {
-            int j = 2 * c + hi, sh = 8 * (j & 3);
-            uint32_t A = (t.h.y >> sh) & 0xFF, B = (t.h.z >> sh) & 0xFF, C = (t.h.w >> sh) & 0xFF;
-            uint32_t s, m;
-            if (j < 4) {
-                s = A & 63;
-                m = B & 63;
-            } else {
-                s = (C & 0xF) | ((A >> 6) << 4);
-                m = (C >> 4) | ((B >> 6) << 4);
-            }
-            sc[2 * hi] = d * (float)s;
-            sc[2 * hi + 1] = dmin * (float)m;
-        }
+        int c = (int)((u & 7) >> 1); /* sub-blocks 2c and 2c+1 */
+        q4k_sub_scales(t.h, 2 * c, sc[0], sc[1]);
+        q4k_sub_scales(t.h, 2 * c + 1, sc[2], sc[3]);
     }
 }
 

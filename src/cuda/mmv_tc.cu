@@ -1,5 +1,5 @@
 /* mmv_tc.cu: the small-n GEMV on tensor cores (decode and verify, n <= 16
- * rows of x) for BF16 and Q8_0 weights; mmv.cu's mtplx_cuda_mmv hands a
+ * rows of x) for BF16, Q8_0 and Q4_K weights; mmv.cu's mtplx_cuda_mmv hands a
  * job here when job.mma is set and mtplx_cuda_mmv_tc_ok says yes.
  *
  * Why: mmv.cu's f32 kernel spends n FMAs and n x loads per weight, so a
@@ -10,7 +10,10 @@
  * the weights' bytes set the time.
  *
  * Accuracy: the weights are exact in bf16 (BF16 itself; Q8_0's int8
- * quants, with the block scale applied in f32 afterwards). Each x value is
+ * quants, with the block scale applied in f32 afterwards; Q4_K's 4-bit
+ * quants, each 32-element sub-block's d * sc applied in f32 and its
+ * dmin * m times the sub-block's sum of x subtracted, that sum made by an
+ * mma of the same x against ones). Each x value is
  * split into two bf16, hi = bf16(x) and lo = bf16(x - hi), and both are
  * multiplied (an mma each): x keeps about 16 bits, an error of
  * about 2^-17 of |x| against f32's 2^-24, well inside the GEMV's tolerance
@@ -20,11 +23,11 @@
  * g + 8 of an m-tile of 16 weight rows, and x row g of an n-tile of 8) and
  * holds quad position q = l % 4. A k step covers 32 elements: the lane
  * loads elements [8 q, 8 q + 8) of its two weight rows (16 bytes of BF16,
- * 8 of Q8_0) and of its x row. mma's fragments want k columns 2q, 2q+1,
- * 2q+8, 2q+9 from each lane; since a dot product does not care which
- * physical k a logical k column is, the first mma takes the lane's
- * elements 0-3 as those four columns and the second its elements 4-7, for
- * weights and x alike. So every load is 8 or 16 contiguous bytes.
+ * 8 of Q8_0) and of its x row. Q4_K's step covers 64 (two sub-blocks whose
+ * nibbles share bytes): elements [8 q, 8 q + 8) of each, 8 bytes a row. mma's fragments want k
+ * columns 2q, 2q+1, 2q+8, 2q+9 from each lane; since a dot product does not care which physical k a
+ * logical k column is, the first mma takes the lane's elements 0-3 as those four columns and the
+ * second its elements 4-7, for weights and x alike. So every load is 8 or 16 contiguous bytes.
  *
  * A block's 4 warps split k for the block's MT m-tiles and all n-tiles:
  * runs of 4 consecutive k steps go to warps 0, 1, 2, 3, 0, ... (a warp
@@ -53,7 +56,15 @@ extern "C" {
 namespace {
 
 constexpr int TC_WARPS = 4; /* the k split: fixed, since it sets the sum order */
-constexpr int KSTEP = 32;   /* elements of k per step */
+/* elements of k per step */
+template <int T> __host__ __device__ constexpr int kstep() {
+    return T == MTPLX_TYPE_Q4_K ? 64 : 32;
+}
+/* float4s of x a lane loads per step and n-tile */
+template <int T> __host__ __device__ constexpr int xq() {
+    return T == MTPLX_TYPE_Q4_K ? 4 : 2;
+}
+constexpr uint32_t BF16_ONES = 0x3F803F80u; /* (1, 1) */
 
 /* d += a . b for one 16x8x16 tile (bf16 in, f32 accumulate) */
 __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
@@ -81,6 +92,16 @@ __device__ __forceinline__ void split_x(float a, float b, uint32_t &hi, uint32_t
     lo = bf2_bits(__floats2bfloat162_rn(a - hf.x, b - hf.y));
 }
 
+/* 4 nibbles (0..15, one in each byte of w) as two exact bf16 pairs */
+__device__ __forceinline__ void q4_to_bf16(uint32_t w, uint32_t &p01, uint32_t &p23) {
+    float f[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        f[j] = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u + (uint32_t)j)) - 8388608.0f;
+    p01 = bf2_bits(__floats2bfloat162_rn(f[0], f[1]));
+    p23 = bf2_bits(__floats2bfloat162_rn(f[2], f[3]));
+}
+
 /* 4 int8 quants (one 32-bit word) as two exact bf16 pairs */
 __device__ __forceinline__ void q8_to_bf16(uint32_t w, uint32_t &p01, uint32_t &p23) {
     uint32_t v = w ^ 0x80808080u; /* q + 128 in each byte */
@@ -94,10 +115,15 @@ __device__ __forceinline__ void q8_to_bf16(uint32_t w, uint32_t &p01, uint32_t &
 }
 
 /* One k step's weights of a lane's two rows: BF16 8 elements = 4 words a
- * row; Q8_0 8 quants = 2 words a row, plus the rows' block scales. */
+ * row; Q8_0 8 quants = 2 words a row, plus the rows' block scales; Q4_K 8
+ * bytes (16 nibbles) a row, plus the rows' block headers. */
 template <int T> struct wstep {
     uint32_t lo[T == MTPLX_TYPE_BF16 ? 4 : 2], hi[T == MTPLX_TYPE_BF16 ? 4 : 2];
     float dlo, dhi;
+};
+template <> struct wstep<MTPLX_TYPE_Q4_K> {
+    uint32_t lo[2], hi[2];
+    uint4 hlo, hhi;
 };
 
 /* Weights are read once: past L1 (no allocation), which x keeps. */
@@ -110,7 +136,9 @@ __device__ __forceinline__ uint4 ld_stream16(const void *p) {
 }
 __device__ __forceinline__ uint2 ld_stream8(const void *p) {
     uint2 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];"
+                 : "=r"(v.x), "=r"(v.y)
+                 : "l"(p));
     return v;
 }
 
@@ -121,6 +149,15 @@ __device__ __forceinline__ void load_step(const uint8_t *rlo, const uint8_t *rhi
         uint4 a = ld_stream16(rlo + 2 * e), b = ld_stream16(rhi + 2 * e);
         s.lo[0] = a.x, s.lo[1] = a.y, s.lo[2] = a.z, s.lo[3] = a.w;
         s.hi[0] = b.x, s.hi[1] = b.y, s.hi[2] = b.z, s.hi[3] = b.w;
+    } else if constexpr (T == MTPLX_TYPE_Q4_K) {
+        /* e = 64 j + 8 q inside block e / 256: bytes 32 j + 8 q of its qs
+         * hold those elements (low nibbles) and the next sub-block's (high) */
+        int64_t off = (e >> 8) * (int64_t)sizeof(block_q4_K);
+        int64_t qoff = off + 16 + 32 * ((e & 255) >> 6) + (e & 63);
+        uint2 a = ld_stream8(rlo + qoff), b = ld_stream8(rhi + qoff);
+        s.lo[0] = a.x, s.lo[1] = a.y, s.hi[0] = b.x, s.hi[1] = b.y;
+        s.hlo = __ldg((const uint4 *)(rlo + off)); /* the 4 lanes of a quad share it: L1 */
+        s.hhi = __ldg((const uint4 *)(rhi + off));
     } else {
         uint2 a = ld_stream8(rlo + e), b = ld_stream8(rhi + e);
         s.lo[0] = a.x, s.lo[1] = a.y, s.hi[0] = b.x, s.hi[1] = b.y;
@@ -151,18 +188,39 @@ __device__ __forceinline__ int64_t step_of(int64_t i, int warp) {
     return ((i / TC_RUN) * TC_WARPS + warp) * TC_RUN + i % TC_RUN;
 }
 
-/* Elements [e, e + 8) of the lane's x row in each n-tile (zeros when out). */
-template <int NT>
+/* Elements [e, e + 8) of the lane's x row in each n-tile (zeros when out),
+ * and for Q4_K also [e + 32, e + 40) (XQ = 4). */
+template <int NT, int XQ>
 __device__ __forceinline__ void load_x(const float *const (&xr)[NT], const bool (&xlive)[NT],
-                                       bool in, int64_t e, float4 (&v)[NT][2]) {
+                                       bool in, int64_t e, float4 (&v)[NT][XQ]) {
 #pragma unroll
-    for (int u = 0; u < NT; u++) {
-        v[u][0] = v[u][1] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (in && xlive[u]) {
-            v[u][0] = __ldg((const float4 *)(xr[u] + e));
-            v[u][1] = __ldg((const float4 *)(xr[u] + e + 4));
+    for (int u = 0; u < NT; u++)
+#pragma unroll
+        for (int h = 0; h < XQ; h++) {
+            v[u][h] = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (in && xlive[u])
+                v[u][h] = __ldg((const float4 *)(xr[u] + e + 32 * (h >> 1) + 4 * (h & 1)));
         }
-    }
+}
+
+/* The 8 x values of float4s v0, v1 as bf16 pairs: b[0..3] the hi of
+ * elements (0,1) (2,3) (4,5) (6,7), b[4..7] the lo. */
+__device__ __forceinline__ void split_x8(const float4 &v0, const float4 &v1, uint32_t (&b)[8]) {
+    split_x(v0.x, v0.y, b[0], b[4]);
+    split_x(v0.z, v0.w, b[1], b[5]);
+    split_x(v1.x, v1.y, b[2], b[6]);
+    split_x(v1.z, v1.w, b[3], b[7]);
+}
+
+/* d += the lane's two rows (a: elements 0-7 of row g in a[0..3], of row
+ * g + 8 in a[4..7], as pairs) times x (b, split_x8), hi and lo: the first
+ * mma of each pair takes elements 0-3, the second 4-7. */
+__device__ __forceinline__ void mma_rows_x(float (&d)[4], const uint32_t (&a)[8],
+                                           const uint32_t (&b)[8]) {
+    mma_bf16(d, a[0], a[4], a[1], a[5], b[0], b[1]);
+    mma_bf16(d, a[0], a[4], a[1], a[5], b[4], b[5]);
+    mma_bf16(d, a[2], a[6], a[3], a[7], b[2], b[3]);
+    mma_bf16(d, a[2], a[6], a[3], a[7], b[6], b[7]);
 }
 
 /* U: k steps whose weights and x are all loaded before any is multiplied,
@@ -210,13 +268,14 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
             for (int c = 0; c < 4; c++)
                 acc[t][u][c] = 0.f;
 
-    const int64_t nks = (k + KSTEP - 1) / KSTEP;
+    constexpr int KS = kstep<T>(), XQ = xq<T>();
+    const int64_t nks = (k + KS - 1) / KS;
     for (int64_t i0 = 0; step_of(i0, warp) < nks; i0 += U) {
         wstep<T> w[U][MT];
-        float4 xv[U][NT][2];
+        float4 xv[U][NT][XQ];
 #pragma unroll
         for (int j = 0; j < U; j++) {
-            const int64_t st = step_of(i0 + j, warp), e = st * KSTEP + 8 * q;
+            const int64_t st = step_of(i0 + j, warp), e = st * KS + 8 * q;
             bool in = st < nks && e < k;
 #pragma unroll
             for (int t = 0; t < MT; t++) {
@@ -225,49 +284,80 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
                 else
                     w[j][t] = {};
             }
-            load_x(xr, xlive, in, e, xv[j]);
+            load_x<NT, XQ>(xr, xlive, in, e, xv[j]);
         }
 #pragma unroll
         for (int j = 0; j < U; j++) {
-            if (step_of(i0 + j, warp) >= nks) break;
-            /* x as hi/lo pairs: b[u][0..3] = hi of elements (0,1) (2,3)
-             * (4,5) (6,7), b[u][4..7] the lo */
-            uint32_t b[NT][8];
+            const int64_t st = step_of(i0 + j, warp);
+            if (st >= nks) break;
+            if constexpr (T == MTPLX_TYPE_Q4_K) {
+                /* sub-blocks 2 c (low nibbles) and 2 c + 1 (high) of the block */
+                const int c = (int)(st & 3);
 #pragma unroll
-            for (int u = 0; u < NT; u++) {
-                const float4 v0 = xv[j][u][0], v1 = xv[j][u][1];
-                split_x(v0.x, v0.y, b[u][0], b[u][4]);
-                split_x(v0.z, v0.w, b[u][1], b[u][5]);
-                split_x(v1.x, v1.y, b[u][2], b[u][6]);
-                split_x(v1.z, v1.w, b[u][3], b[u][7]);
-            }
+                for (int h = 0; h < 2; h++) {
+                    uint32_t b[NT][8];
+                    float xs[NT][4]; /* the sub-block's sum of x, per x column */
+                    const uint32_t ones[8] = {BF16_ONES, BF16_ONES, BF16_ONES, BF16_ONES,
+                                              BF16_ONES, BF16_ONES, BF16_ONES, BF16_ONES};
 #pragma unroll
-            for (int t = 0; t < MT; t++) {
-                uint32_t a[8]; /* the lane's elements 0-7 of rows g (a[0..3]) and g + 8 (a[4..7]) as pairs */
-                if constexpr (T == MTPLX_TYPE_BF16) {
+                    for (int u = 0; u < NT; u++) {
+                        split_x8(xv[j][u][2 * h], xv[j][u][2 * h + 1], b[u]);
+                        xs[u][0] = xs[u][1] = xs[u][2] = xs[u][3] = 0.f;
+                        mma_rows_x(xs[u], ones, b[u]);
+                    }
 #pragma unroll
-                    for (int c = 0; c < 4; c++)
-                        a[c] = w[j][t].lo[c], a[4 + c] = w[j][t].hi[c];
-                } else {
-                    q8_to_bf16(w[j][t].lo[0], a[0], a[1]);
-                    q8_to_bf16(w[j][t].lo[1], a[2], a[3]);
-                    q8_to_bf16(w[j][t].hi[0], a[4], a[5]);
-                    q8_to_bf16(w[j][t].hi[1], a[6], a[7]);
+                    for (int t = 0; t < MT; t++) {
+                        uint32_t a[8];
+                        const int sh = 4 * h;
+                        q4_to_bf16((w[j][t].lo[0] >> sh) & 0x0F0F0F0Fu, a[0], a[1]);
+                        q4_to_bf16((w[j][t].lo[1] >> sh) & 0x0F0F0F0Fu, a[2], a[3]);
+                        q4_to_bf16((w[j][t].hi[0] >> sh) & 0x0F0F0F0Fu, a[4], a[5]);
+                        q4_to_bf16((w[j][t].hi[1] >> sh) & 0x0F0F0F0Fu, a[6], a[7]);
+                        float slo, mlo, shi, mhi;
+                        q4k_sub_scales(w[j][t].hlo, 2 * c + h, slo, mlo);
+                        q4k_sub_scales(w[j][t].hhi, 2 * c + h, shi, mhi);
+#pragma unroll
+                        for (int u = 0; u < NT; u++) {
+                            float d[4] = {0.f, 0.f, 0.f, 0.f};
+                            mma_rows_x(d, a, b[u]);
+                            acc[t][u][0] = fmaf(-mlo, xs[u][0], fmaf(slo, d[0], acc[t][u][0]));
+                            acc[t][u][1] = fmaf(-mlo, xs[u][1], fmaf(slo, d[1], acc[t][u][1]));
+                            acc[t][u][2] = fmaf(-mhi, xs[u][2], fmaf(shi, d[2], acc[t][u][2]));
+                            acc[t][u][3] = fmaf(-mhi, xs[u][3], fmaf(shi, d[3], acc[t][u][3]));
+                        }
+                    }
                 }
+            } else {
+                /* x as hi/lo pairs */
+                uint32_t b[NT][8];
 #pragma unroll
-                for (int u = 0; u < NT; u++) {
-                    float c4[4] = {0.f, 0.f, 0.f, 0.f};
-                    float(&d)[4] = T == MTPLX_TYPE_BF16 ? acc[t][u] : c4;
-                    /* first mma: the lane's elements 0-3; second: 4-7 */
-                    mma_bf16(d, a[0], a[4], a[1], a[5], b[u][0], b[u][1]);
-                    mma_bf16(d, a[0], a[4], a[1], a[5], b[u][4], b[u][5]);
-                    mma_bf16(d, a[2], a[6], a[3], a[7], b[u][2], b[u][3]);
-                    mma_bf16(d, a[2], a[6], a[3], a[7], b[u][6], b[u][7]);
-                    if constexpr (T == MTPLX_TYPE_Q8_0) {
-                        acc[t][u][0] = fmaf(w[j][t].dlo, c4[0], acc[t][u][0]);
-                        acc[t][u][1] = fmaf(w[j][t].dlo, c4[1], acc[t][u][1]);
-                        acc[t][u][2] = fmaf(w[j][t].dhi, c4[2], acc[t][u][2]);
-                        acc[t][u][3] = fmaf(w[j][t].dhi, c4[3], acc[t][u][3]);
+                for (int u = 0; u < NT; u++)
+                    split_x8(xv[j][u][0], xv[j][u][1], b[u]);
+#pragma unroll
+                for (int t = 0; t < MT; t++) {
+                    uint32_t a[8]; /* the lane's elements 0-7 of rows g (a[0..3]) and g + 8
+                                      (a[4..7]) as pairs */
+                    if constexpr (T == MTPLX_TYPE_BF16) {
+#pragma unroll
+                        for (int c = 0; c < 4; c++)
+                            a[c] = w[j][t].lo[c], a[4 + c] = w[j][t].hi[c];
+                    } else {
+                        q8_to_bf16(w[j][t].lo[0], a[0], a[1]);
+                        q8_to_bf16(w[j][t].lo[1], a[2], a[3]);
+                        q8_to_bf16(w[j][t].hi[0], a[4], a[5]);
+                        q8_to_bf16(w[j][t].hi[1], a[6], a[7]);
+                    }
+#pragma unroll
+                    for (int u = 0; u < NT; u++) {
+                        float c4[4] = {0.f, 0.f, 0.f, 0.f};
+                        float(&d)[4] = T == MTPLX_TYPE_BF16 ? acc[t][u] : c4;
+                        mma_rows_x(d, a, b[u]);
+                        if constexpr (T == MTPLX_TYPE_Q8_0) {
+                            acc[t][u][0] = fmaf(w[j][t].dlo, c4[0], acc[t][u][0]);
+                            acc[t][u][1] = fmaf(w[j][t].dlo, c4[1], acc[t][u][1]);
+                            acc[t][u][2] = fmaf(w[j][t].dhi, c4[2], acc[t][u][2]);
+                            acc[t][u][3] = fmaf(w[j][t].dhi, c4[3], acc[t][u][3]);
+                        }
                     }
                 }
             }
@@ -334,7 +424,9 @@ void device_props() {
  * 5.51; loading x only when it is multiplied (L1 keeps it) was 15-40%
  * slower everywhere. */
 constexpr int tc_u(int T, int MT, int NT) {
-    return (T == MTPLX_TYPE_BF16 ? 128 : 96) / ((T == MTPLX_TYPE_BF16 ? 8 : 6) * MT + 8 * NT);
+    return T == MTPLX_TYPE_Q4_K
+               ? 96 / (12 * MT + 16 * NT) /* 2 + 8 header words a row; 16 x */
+               : (T == MTPLX_TYPE_BF16 ? 128 : 96) / ((T == MTPLX_TYPE_BF16 ? 8 : 6) * MT + 8 * NT);
 }
 
 template <int T, int MT, int NT>
@@ -343,7 +435,9 @@ cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t sl
     int64_t per_block = job->mode == MTPLX_MMV_SWIGLU ? 8 * MT : 16 * MT;
     unsigned grid = (unsigned)((slots + per_block - 1) / per_block);
     /* rb: bytes a row, in mmv.cu's layouts (Q8_0 repacked) */
-    int64_t rb = T == MTPLX_TYPE_BF16 ? 2 * k : (int64_t)mtplx_cuda_q8_0_packed_row(k);
+    int64_t rb = T == MTPLX_TYPE_BF16   ? 2 * k
+                 : T == MTPLX_TYPE_Q4_K ? k / QK_K * (int64_t)sizeof(block_q4_K)
+                                        : (int64_t)mtplx_cuda_q8_0_packed_row(k);
     mmv_tc_kernel<T, MT, NT, tc_u(T, MT, NT)><<<grid, TC_WARPS * 32, 0, st>>>(*job, k, rb, x, n);
     return cudaGetLastError();
 }
@@ -377,6 +471,7 @@ bool mtplx_cuda_mmv_tc_ok(int type, int64_t k, const mtplx_cuda_mmv_job *job) {
     if (cc_major_cached < 8 || job->norm) return false;
     if (type == MTPLX_TYPE_BF16) return k % 8 == 0;
     if (type == MTPLX_TYPE_Q8_0) return k % QK8_0 == 0;
+    if (type == MTPLX_TYPE_Q4_K) return job->mma_q4k && k % QK_K == 0;
     return false;
 }
 
@@ -385,6 +480,7 @@ cudaError_t mtplx_cuda_mmv_tc(cudaStream_t s, int type, const mtplx_cuda_mmv_job
     switch (type) {
     case MTPLX_TYPE_BF16: return launch_type<MTPLX_TYPE_BF16>(s, job, k, x, n);
     case MTPLX_TYPE_Q8_0: return launch_type<MTPLX_TYPE_Q8_0>(s, job, k, x, n);
+    case MTPLX_TYPE_Q4_K: return launch_type<MTPLX_TYPE_Q4_K>(s, job, k, x, n);
     default: return cudaErrorInvalidValue;
     }
 }

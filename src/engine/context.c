@@ -145,6 +145,15 @@ mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, m
                   : mtplx_backend_cpu_new(p.n_threads, max_k, p.n_batch, p.n_ctx, &c->be);
     }
     if (st == MTPLX_OK && cuda) st = check_gpu_fit(model, &p, !p.share_backend_of);
+    if (st == MTPLX_OK && cuda) {
+        /* Q4_K's tensor-core GEMV (cuda_backend.h): on where rows come
+         * several at a time, a model that drafts or a shared backend */
+        mtplx_cuda_paths pp = mtplx_cuda_get_paths(c->be);
+        if (pp.mma_q4k_auto && !pp.mma_q4k && (model->n_mtp > 0 || p.share_backend_of)) {
+            pp.mma_q4k = true;
+            mtplx_cuda_set_paths(c->be, pp);
+        }
+    }
     if (st == MTPLX_OK && !cuda) st = mtplx_model_draft_output_prepare(model);
     if (st == MTPLX_OK) st = mtplx_kv_init(&c->kv, c->be, hp, hp->n_layer, p.n_ctx, kv_type);
     if (st == MTPLX_OK) st = mtplx_acts_init(&c->acts, c->be, hp, p.n_batch);
