@@ -57,8 +57,8 @@ uint64_t mtplx_kv_bytes_per_token(mtplx_kv_type t, int64_t n_kv_dim, int32_t n_l
 
 /* Does a context fit on GPU 0? Counted before anything is uploaded: the
  * weights (when this context brings its own backend; the container's tensor
- * bytes), the trunk KV cache, the MTP streams' caches at the deepest draft,
- * activations and logits, plus headroom for the CUDA runtime. Compared with
+ * bytes), the trunk KV cache, the MTP streams' caches and hidden-state
+ * histories at the deepest draft, activations and logits, plus headroom for the CUDA runtime. Compared with
  * cudaMemGetInfo's free bytes, or MTPLX_CUDA_MEM_LIMIT (bytes) when that is
  * smaller (to leave room for other programs, and for tests). */
 static mtplx_status check_gpu_fit(const mtplx_model *m, const mtplx_ctx_params *p, bool weights) {
@@ -72,7 +72,8 @@ static mtplx_status check_gpu_fit(const mtplx_model *m, const mtplx_ctx_params *
     double per_row = (double)hp->n_embd * 5 + 3.0 * hp->n_head * hp->head_dim +
                      2.0 * hp->n_head_kv * hp->head_dim + 2.0 * hp->n_ff;
     double nl = p->n_batch < MTPLX_LOGITS_ROWS ? p->n_batch : MTPLX_LOGITS_ROWS;
-    double acts = (m->n_mtp > 0 ? 2 : 1) * 4.0 * ((double)p->n_batch * per_row + nl * hp->n_vocab);
+    double acts = (m->n_mtp > 0 ? 2 : 1) * 4.0 * ((double)p->n_batch * per_row + nl * hp->n_vocab) +
+                  (m->n_mtp > 0 ? 4.0 * (1 + streams) * (double)p->n_ctx * hp->n_embd : 0.0);
     double headroom = 256.0 * 1024 * 1024, need = w + kv + acts + headroom;
     size_t free_b = 0, total_b = 0;
     MTPLX_TRY(mtplx_cuda_mem_info(0, &free_b, &total_b));
@@ -177,7 +178,7 @@ mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, m
         c->has_mtp = true;
         size_t e = (size_t)hp->n_embd;
         st = mtplx_acts_init(&c->mtp_acts, c->be, hp, p.n_batch);
-        c->hist[0] = calloc((size_t)p.n_ctx * e, sizeof(float));
+        c->hist[0] = c->be->buf_alloc(c->be, (size_t)p.n_ctx * e * sizeof(float));
         c->stage = c->be->buf_alloc(c->be, (size_t)p.n_batch * e * sizeof(float));
         c->stage_tok = calloc((size_t)p.n_batch, sizeof(int32_t));
         if (c->be->sample_rows) c->q_dev = c->be->buf_alloc(c->be, MTPLX_MAX_DRAFT * c->be->dist_bytes);
@@ -200,8 +201,8 @@ mtplx_status mtplx_ctx_streams(mtplx_ctx *c, int32_t depth) {
     while (c->n_streams < depth) {
         int d = c->n_streams + 1; /* stream d lives in mtp_kv[d-1], hist[d], spec[d] */
         MTPLX_TRY(mtplx_kv_init(&c->mtp_kv[d - 1], c->be, hp, 1, c->n_ctx, c->kv_type));
-        c->hist[d] = calloc((size_t)c->n_ctx * e, sizeof(float));
-        c->spec[d] = calloc((size_t)(MTPLX_MAX_DRAFT + 1) * e, sizeof(float));
+        c->hist[d] = c->be->buf_alloc(c->be, (size_t)c->n_ctx * e * sizeof(float));
+        c->spec[d] = c->be->buf_alloc(c->be, (size_t)(MTPLX_MAX_DRAFT + 1) * e * sizeof(float));
         if (!c->hist[d] || !c->spec[d])
             return mtplx_fail(MTPLX_ERR_NOMEM, "context: out of memory for MTP stream %d", d);
         c->valid[d] = 0;
@@ -220,13 +221,15 @@ void mtplx_ctx_free(mtplx_ctx *c) {
         mtplx_acts_free(&c->mtp_acts, c->be);
         c->be->buf_free(c->be, c->stage);
         c->be->buf_free(c->be, c->q_dev);
+        for (int i = 0; i <= MTPLX_MAX_DRAFT; i++) {
+            c->be->buf_free(c->be, c->spec[i]);
+            if (i < MTPLX_MAX_DRAFT) c->be->buf_free(c->be, c->hist[i]);
+        }
         if (!c->be_shared) c->be->free(c->be);
     }
     for (int i = 0; i <= MTPLX_MAX_DRAFT; i++) {
         free(c->p[i]);
         free(c->q[i]);
-        free(c->spec[i]);
-        if (i < MTPLX_MAX_DRAFT) free(c->hist[i]);
     }
     free(c->stage_tok);
     free(c->logits_host);
@@ -300,7 +303,8 @@ static void take_over_spec_rows(mtplx_ctx *c, int32_t N) {
                                       j + d > c->spec_N && j + d <= N &&
                                       c->tokens[j + d] == c->spec_drafts[j + d - c->spec_N - 1];
              j++) {
-            memcpy(c->hist[d] + j * e, c->spec[d] + (j - c->spec_row0[d]) * e, (size_t)e * sizeof(float));
+            mtplx_be_copy(c->be, c->hist[d] + j * e, c->spec[d] + (j - c->spec_row0[d]) * e,
+                          (size_t)e * sizeof(float));
             c->valid[d] = j + 1;
         }
     }
@@ -344,9 +348,9 @@ mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn 
             size_t rb = (size_t)e * sizeof(float);
             int32_t r1 = spec_lo[d - 1] - a < 0 ? 0 : spec_lo[d - 1] - a;
             if (r1 > rows) r1 = rows;
-            if (r1 > 0) mtplx_be_upload(c->be, c->stage, c->hist[d - 1] + (int64_t)a * e, (size_t)r1 * rb);
+            if (r1 > 0) mtplx_be_copy(c->be, c->stage, c->hist[d - 1] + (int64_t)a * e, (size_t)r1 * rb);
             if (r1 < rows)
-                mtplx_be_upload(c->be, c->stage + (int64_t)r1 * e,
+                mtplx_be_copy(c->be, c->stage + (int64_t)r1 * e,
                                 c->spec[d - 1] + (int64_t)(a + r1 - spec_lo[d - 1]) * e,
                                 (size_t)(rows - r1) * rb);
             mtplx_mtp_forward_vocab(m, 0, c->be, &c->mtp_kv[d - 1], &c->mtp_acts, c->stage_tok,
@@ -354,9 +358,9 @@ mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn 
             /* output rows below ce are history, the rest speculative */
             int32_t r2 = ce - a < 0 ? 0 : ce - a;
             if (r2 > rows) r2 = rows;
-            if (r2 > 0) mtplx_be_download(c->be, c->hist[d] + (int64_t)a * e, c->mtp_acts.hidden, (size_t)r2 * rb);
+            if (r2 > 0) mtplx_be_copy(c->be, c->hist[d] + (int64_t)a * e, c->mtp_acts.hidden, (size_t)r2 * rb);
             if (r2 < rows)
-                mtplx_be_download(c->be, c->spec[d] + (int64_t)(a + r2 - ce) * e,
+                mtplx_be_copy(c->be, c->spec[d] + (int64_t)(a + r2 - ce) * e,
                                   c->mtp_acts.hidden + (int64_t)r2 * e, (size_t)(rows - r2) * rb);
             a += rows;
             if (a <= ce) c->valid[d] = a;
@@ -417,7 +421,7 @@ void mtplx_ctx_commit_rows(mtplx_ctx *c, const mtplx_acts *a, int64_t row0, cons
     MTPLX_ASSERT(c->n_past + n <= c->n_ctx && rows <= c->acts.n_logits);
     memcpy(c->tokens + c->n_past, tokens, (size_t)n * sizeof(int32_t));
     if (c->has_mtp)
-        mtplx_be_download(c->be, c->hist[0] + (int64_t)c->n_past * e, a->hidden + row0 * e,
+        mtplx_be_copy(c->be, c->hist[0] + (int64_t)c->n_past * e, a->hidden + row0 * e,
                           (size_t)n * (size_t)e * sizeof(float));
     if (a != &c->acts)
         mtplx_be_copy(c->be, c->acts.logits, a->logits + row0 * V, (size_t)(rows * V) * sizeof(float));

@@ -30,6 +30,8 @@ struct mtplx_ctx {
     int32_t n_streams;                 /* streams allocated (<= MTPLX_MAX_DRAFT) */
     mtplx_kv mtp_kv[MTPLX_MAX_DRAFT];  /* per stream, 1 layer */
     mtplx_acts mtp_acts;
+    /* buffers of the backend (on a GPU, device memory: the head never
+     * sends hidden states through the host) */
     float *hist[MTPLX_MAX_DRAFT];      /* hist[0] = h, hist[d] = g_d: [n_ctx][n_embd] */
     float *spec[MTPLX_MAX_DRAFT + 1];  /* speculative g_d rows of this step: [MAX][n_embd] */
     int32_t valid[MTPLX_MAX_DRAFT + 1];/* valid[d]: rows of stream d cached (valid[0] = n_past) */
