@@ -43,7 +43,6 @@ import json
 import lzma
 import math
 import os
-import random
 import shutil
 import sys
 import tempfile
@@ -367,14 +366,7 @@ def golden_diff(mine, theirs):
 
 def main():
     a = parse_args()
-    os.makedirs(a.out, exist_ok=True)
-    log.open(os.path.join(a.out, "finetune_stdout.log"))
-    random.seed(a.seed)
-    np.random.seed(a.seed)
-    torch.manual_seed(a.seed)
-    dev = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device)
-    if dev.type == "cuda":
-        torch.cuda.manual_seed_all(a.seed)
+    dev = td.start_run(a, "finetune_stdout.log")
     R = {"recipe": {k: v for k, v in vars(a).items()}, "timings": {},
          "versions": {"python": sys.version.split()[0], "torch": torch.__version__, "numpy": np.__version__},
          "teacher": "the --init folder's bf16 trunk under bf16 autocast (not the runtime's Q8_0 trunk)"}
@@ -432,14 +424,7 @@ def main():
 
     kd, compiled = kd_eager, False
     if a.compile == "on" or (a.compile == "auto" and dev.type == "cuda"):
-        try:
-            import importlib
-            dcfg = importlib.import_module("torch._dynamo").config
-            dcfg.cache_size_limit = 64
-            if hasattr(dcfg, "recompile_limit"):
-                dcfg.recompile_limit = 64
-        except Exception:
-            pass
+        td.raise_compile_limits()
         try:
             model.fn = torch.compile(model.eager_fn, dynamic=False)
             kd = torch.compile(kd_eager, dynamic=False)

@@ -842,16 +842,34 @@ def golden(model, seqs, depth):
 # main
 
 
-def main():
-    a = parse_args()
+def raise_compile_limits():
+    """torch.compile recompiles per shape; let it keep 64 graphs (best effort: older torch lacks the knobs)."""
+    try:
+        import importlib
+        dcfg = importlib.import_module("torch._dynamo").config
+        dcfg.cache_size_limit = 64
+        if hasattr(dcfg, "recompile_limit"):
+            dcfg.recompile_limit = 64
+    except Exception:
+        pass
+
+
+def start_run(a, log_name):
+    """The output folder and its log, every RNG seeded with a.seed; returns the torch device."""
     os.makedirs(a.out, exist_ok=True)
-    log.open(os.path.join(a.out, "train_stdout.log"))
+    log.open(os.path.join(a.out, log_name))
     random.seed(a.seed)
     np.random.seed(a.seed)
     torch.manual_seed(a.seed)
     dev = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device)
     if dev.type == "cuda":
         torch.cuda.manual_seed_all(a.seed)
+    return dev
+
+
+def main():
+    a = parse_args()
+    dev = start_run(a, "train_stdout.log")
     use_amp = a.amp == "on" or (a.amp == "auto" and (dev.type == "cuda" or a.smoke))
     R = {"recipe": {k: v for k, v in vars(a).items()}, "seed": a.seed, "timings": {},
          "versions": {"python": sys.version.split()[0], "torch": torch.__version__, "numpy": np.__version__}}
@@ -987,14 +1005,7 @@ def main():
     if a.compile == "on" or (a.compile == "auto" and dev.type == "cuda"):
         if hasattr(torch, "compile"):
             try:
-                try:
-                    import importlib
-                    dcfg = importlib.import_module("torch._dynamo").config
-                    dcfg.cache_size_limit = 64
-                    if hasattr(dcfg, "recompile_limit"):
-                        dcfg.recompile_limit = 64
-                except Exception:
-                    pass
+                raise_compile_limits()
                 model.fn = torch.compile(model.eager_fn, dynamic=False)
                 model.soft_ce = torch.compile(soft_ce_eager, dynamic=False)
                 compiled = True
