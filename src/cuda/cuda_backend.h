@@ -58,7 +58,7 @@ mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be);
  * all on but tc_f32, tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS. And the decode /
  * verify GEMV on tensor cores for BF16, Q8_0 and Q4_K (mma, mmv_tc.cu; off with
  * MTPLX_CUDA_MMA=0). Q4_K there verifies 4 rows at the cost of 1 but decodes
- * 1 row about 1.4x slower than the f32 GEMV (bench/RESULTS.md section 15),
+ * 1 row about 1.4x slower than the f32 GEMV (bench/RESULTS.md section 16),
  * so it is its own switch, mma_q4k: MTPLX_CUDA_MMA_Q4K=1 / 0 sets it, and
  * unset (mma_q4k_auto) a context turns it on when its rows come several at
  * a time: a model with an MTP head, or a backend several contexts share
