@@ -3,7 +3,8 @@
  *    llama2.c's published sample;
  *  - the default model's greedy text is the same with and without MTP;
  *  - bad input gives exit 1 (runtime) or 2 (usage) with a one-line message;
- *  - --device on run, bench, tune and forge verify. */
+ *  - --device on run, bench, tune and forge verify;
+ *  - forge verify's sampled mode (--temp). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -93,12 +94,32 @@ static void device_option(void **s) {
     }
 }
 
+/* forge verify --temp: sampled acceptance, no identity verdict, exit 0; the
+ * greedy default still checks identity; a bad temperature is a usage error */
+static void verify_sampled(void **s) {
+    (void)s;
+    if (access(MTPLX_SOURCE_DIR "/models/default.gguf", R_OK)) skip();
+    static char out[1 << 16];
+    const char *m = "forge verify " MTPLX_SOURCE_DIR "/models/default.gguf -n 24 --prompts 2 -j 1";
+    char args[512];
+    snprintf(args, sizeof args, "%s --temp 0.7 --seed 5", m);
+    assert_int_equal(run(args, out, sizeof out), 0);
+    if (!strstr(out, "sampled:            temperature 0.70") || strstr(out, "greedy identity") ||
+        !strstr(out, "tokens per forward") || !strstr(out, "pos3"))
+        fail_msg("sampled verify printed: %.600s", out);
+    assert_int_equal(run(m, out, sizeof out), 0);
+    if (!strstr(out, "greedy identity:    2/2 prompts identical")) fail_msg("greedy verify printed: %.600s", out);
+    snprintf(args, sizeof args, "%s --temp -1", m);
+    assert_int_equal(run(args, out, sizeof out), 2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(stories260k),
         cmocka_unit_test(default_mtp_equals_ar),
         cmocka_unit_test(bad_input),
         cmocka_unit_test(device_option),
+        cmocka_unit_test(verify_sampled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

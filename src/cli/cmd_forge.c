@@ -18,7 +18,7 @@
 static void help(void) {
     printf("usage: mtplx forge convert SRC [options]\n"
            "       mtplx forge train-mtp MODEL --data TEXT_FILE -o OUT.gguf [options]\n"
-           "       mtplx forge verify MODEL [--data TEXT_FILE] [--depth K] [-n TOKENS] [--device D]\n\n"
+           "       mtplx forge verify MODEL [--data TEXT_FILE] [--depth K] [-n TOKENS] [--temp T] [--device D]\n\n"
            "convert: an HF folder, a llama2.c .bin or a GGUF file to GGUF.\n"
            "  -o, --output PATH      output file (default: the model store, %s/models/NAME.gguf)\n"
            "  -t, --type TYPE        weight matrices as f32, f16, bf16, q8_0, q4_0, q4_K, q6_K\n"
@@ -48,7 +48,11 @@ static void help(void) {
            "  -n, --tokens N         tokens per prompt (default 128)\n"
            "  --prompts N            number of prompts (default 4)\n"
            "  -j, --threads N\n"
-           "  --device D             cpu (default), cuda (the first GPU) or auto\n",
+           "  --device D             cpu (default), cuda (the first GPU) or auto\n"
+           "  --temp T               sample at temperature T (top-k 40, top-p 0.95, min-p 0.05)\n"
+           "                         instead of greedy: the rejection test's acceptance; the\n"
+           "                         AR and MTP texts are then independent samples (default 0)\n"
+           "  -s, --seed N           sampling seed of the first prompt, +1 per prompt (default 1)\n",
            cli_home(), MTPLX_TRAIN_MAX_DEPTH);
 }
 
@@ -172,6 +176,13 @@ static void print_verify(const mtplx_verify_result *r) {
     printf("\ntokens per forward: %.3f\n", r->tokens_per_forward);
     double sp = r->ar_tok_s > 0 ? r->mtp_tok_s / r->ar_tok_s : 0;
     printf("decode:             AR %.1f tok/s, MTP %.1f tok/s (%.2fx)\n", r->ar_tok_s, r->mtp_tok_s, sp);
+    if (r->temperature > 0) {
+        printf("sampled:            temperature %.2f; AR and MTP texts are independent samples "
+               "(exactness: test_mtp's distribution test)\n", r->temperature);
+        printf("verdict: %.2f tokens per forward, %.2fx AR, sampled at temperature %.2f\n",
+               r->tokens_per_forward, sp, r->temperature);
+        return;
+    }
     printf("greedy identity:    %d/%d prompts identical\n", r->identical, r->n_prompts);
     if (r->identical != r->n_prompts)
         printf("verdict: FAIL - greedy MTP text differs from greedy AR text\n");
@@ -193,23 +204,26 @@ static int run_verify(const char *model, const mtplx_verify_params *vp) {
         return EXIT_RUNTIME;
     }
     print_verify(&r);
-    return r.identical == r.n_prompts ? EXIT_OK : EXIT_RUNTIME;
+    return r.temperature > 0 || r.identical == r.n_prompts ? EXIT_OK : EXIT_RUNTIME;
 }
 
 static int do_verify(int argc, char **argv) {
-    enum { O_DATA = 256, O_DEPTH, O_PROMPTS, O_DEVICE };
+    enum { O_DATA = 256, O_DEPTH, O_PROMPTS, O_DEVICE, O_TEMP };
     static const struct option opts[] = {{"data", required_argument, 0, O_DATA},
                                          {"depth", required_argument, 0, O_DEPTH},
                                          {"tokens", required_argument, 0, 'n'},
                                          {"prompts", required_argument, 0, O_PROMPTS},
                                          {"threads", required_argument, 0, 'j'},
                                          {"device", required_argument, 0, O_DEVICE},
+                                         {"temp", required_argument, 0, O_TEMP},
+                                         {"seed", required_argument, 0, 's'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     mtplx_verify_params vp = mtplx_verify_default_params();
     long v;
+    double f;
     int c;
-    while ((c = getopt_long(argc, argv, "n:j:t:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "n:j:t:s:h", opts, NULL)) != -1) {
         switch (c) {
         case O_DATA: vp.data_path = optarg; break;
         case O_DEPTH:
@@ -231,6 +245,14 @@ static int do_verify(int argc, char **argv) {
             break;
         case O_DEVICE:
             if (!cli_parse_device("forge", optarg, &vp.device)) return EXIT_USAGE;
+            break;
+        case O_TEMP:
+            if (!cli_parse_float("forge", "--temp", optarg, 0.0, 100.0, &f)) return EXIT_USAGE;
+            vp.temperature = (float)f;
+            break;
+        case 's':
+            if (!cli_parse_int("forge", "--seed", optarg, 0, LONG_MAX, &v)) return EXIT_USAGE;
+            vp.seed = (uint64_t)v;
             break;
         case 'h': help(); return EXIT_OK;
         default: return cli_usage_error("forge", "verify: unknown option");

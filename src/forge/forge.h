@@ -86,6 +86,12 @@ typedef struct mtplx_verify_params {
     int32_t prompt_len;    /* tokens per prompt taken from data */
     int32_t n_threads;
     const char *device;    /* "cpu" (NULL) or "cuda" */
+    /* 0: greedy, and MTP text must equal AR text. Above 0: the default
+     * sampler (top-k 40, top-p 0.95, min-p 0.05) at this temperature, prompt
+     * i seeded seed + i: acceptance and speed of sampled decoding; the AR and
+     * MTP texts are then different samples, not compared */
+    float temperature;
+    uint64_t seed;
 } mtplx_verify_params;
 
 mtplx_verify_params mtplx_verify_default_params(void);
@@ -98,6 +104,7 @@ typedef struct mtplx_verify_result {
     double ar_tok_s, mtp_tok_s;
     int32_t identical; /* prompts whose MTP text equals the AR text */
     bool has_mtp;
+    float temperature; /* as asked: identical counts only at 0 */
 } mtplx_verify_result;
 
 mtplx_status mtplx_forge_verify(const char *model_path, const mtplx_verify_params *p,

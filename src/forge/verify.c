@@ -3,6 +3,9 @@
  * same length from a fresh cache: acceptance per draft position, tokens per
  * target forward, decode tok/s of both, and whether the texts are identical
  * (they must be: at temperature 0 MTP commits exactly the trunk's argmax).
+ * With a temperature, the same for sampled decoding (acceptance is then the
+ * rejection test's; the texts are independent samples, and exactness is
+ * test_mtp's distribution test).
  * Prompts come from a text file (evenly spaced slices) or a built-in list. */
 #include "forge/forge.h"
 
@@ -11,7 +14,8 @@
 #include <string.h>
 
 mtplx_verify_params mtplx_verify_default_params(void) {
-    return (mtplx_verify_params){.depth = 0, .n_tokens = 128, .n_prompts = 4, .prompt_len = 48};
+    return (mtplx_verify_params){.depth = 0, .n_tokens = 128, .n_prompts = 4, .prompt_len = 48,
+                                 .temperature = 0.0f, .seed = 1};
 }
 
 static const char *builtin_prompts[] = {
@@ -38,8 +42,11 @@ mtplx_status mtplx_forge_verify(const char *model_path, const mtplx_verify_param
                                 mtplx_verify_result *r) {
     memset(r, 0, sizeof *r);
     mtplx_verify_params p = vp ? *vp : mtplx_verify_default_params();
-    if (p.n_tokens <= 0 || p.n_tokens > 4096 || p.n_prompts <= 0 || p.prompt_len <= 0)
-        return mtplx_fail(MTPLX_ERR_ARG, "verify: n_tokens 1..4096, n_prompts >= 1, prompt_len >= 1");
+    if (p.n_tokens <= 0 || p.n_tokens > 4096 || p.n_prompts <= 0 || p.prompt_len <= 0 ||
+        !(p.temperature >= 0.0f && p.temperature <= 100.0f))
+        return mtplx_fail(MTPLX_ERR_ARG,
+                          "verify: n_tokens 1..4096, n_prompts >= 1, prompt_len >= 1, temperature 0..100");
+    r->temperature = p.temperature;
     mtplx_model *m = NULL;
     MTPLX_TRY(mtplx_model_load(model_path, NULL, &m));
     r->has_mtp = m->n_mtp > 0;
@@ -89,8 +96,9 @@ mtplx_status mtplx_forge_verify(const char *model_path, const mtplx_verify_param
         }
         if (st != MTPLX_OK) break;
         mtplx_gen_params gp = mtplx_gen_default_params();
-        gp.no_event_logits = true; /* ids only: greedy picks may stay on a GPU */
-        gp.sampling.temperature = 0;
+        gp.no_event_logits = true; /* ids only: picks and draws may stay on a GPU */
+        gp.sampling.temperature = p.temperature;
+        gp.sampling.seed = p.seed + (uint64_t)i;
         gp.max_tokens = p.n_tokens;
         gp.ignore_eos = true;
         mtplx_gen_stats sa, sm;
