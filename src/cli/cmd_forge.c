@@ -52,7 +52,8 @@ static void help(void) {
            "  --temp T               sample at temperature T (top-k 40, top-p 0.95, min-p 0.05)\n"
            "                         instead of greedy: the rejection test's acceptance; the\n"
            "                         AR and MTP texts are then independent samples (default 0)\n"
-           "  -s, --seed N           sampling seed of the first prompt, +1 per prompt (default 1)\n",
+           "  -s, --seed N           sampling seed of the first prompt, +1 per prompt (default 1)\n"
+           "      --draft-vocab N    the head drafts over the first N token ids (as run's)\n",
            cli_home(), MTPLX_TRAIN_MAX_DEPTH);
 }
 
@@ -208,7 +209,7 @@ static int run_verify(const char *model, const mtplx_verify_params *vp) {
 }
 
 static int do_verify(int argc, char **argv) {
-    enum { O_DATA = 256, O_DEPTH, O_PROMPTS, O_DEVICE, O_TEMP };
+    enum { O_DATA = 256, O_DEPTH, O_PROMPTS, O_DEVICE, O_TEMP, O_DVOCAB };
     static const struct option opts[] = {{"data", required_argument, 0, O_DATA},
                                          {"depth", required_argument, 0, O_DEPTH},
                                          {"tokens", required_argument, 0, 'n'},
@@ -217,6 +218,7 @@ static int do_verify(int argc, char **argv) {
                                          {"device", required_argument, 0, O_DEVICE},
                                          {"temp", required_argument, 0, O_TEMP},
                                          {"seed", required_argument, 0, 's'},
+                                         {"draft-vocab", required_argument, 0, O_DVOCAB},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     mtplx_verify_params vp = mtplx_verify_default_params();
@@ -253,6 +255,10 @@ static int do_verify(int argc, char **argv) {
         case 's':
             if (!cli_parse_int("forge", "--seed", optarg, 0, LONG_MAX, &v)) return EXIT_USAGE;
             vp.seed = (uint64_t)v;
+            break;
+        case O_DVOCAB:
+            if (!cli_parse_int("forge", "--draft-vocab", optarg, -1, 1 << 24, &v)) return EXIT_USAGE;
+            vp.draft_vocab = (int32_t)v;
             break;
         case 'h': help(); return EXIT_OK;
         default: return cli_usage_error("forge", "verify: unknown option");

@@ -92,6 +92,7 @@ typedef struct mtplx_verify_params {
      * MTP texts are then different samples, not compared */
     float temperature;
     uint64_t seed;
+    int32_t draft_vocab; /* mtplx_gen_params.draft_vocab (0 = automatic) */
 } mtplx_verify_params;
 
 mtplx_verify_params mtplx_verify_default_params(void);

@@ -99,6 +99,7 @@ mtplx_status mtplx_forge_verify(const char *model_path, const mtplx_verify_param
         gp.no_event_logits = true; /* ids only: picks and draws may stay on a GPU */
         gp.sampling.temperature = p.temperature;
         gp.sampling.seed = p.seed + (uint64_t)i;
+        gp.draft_vocab = p.draft_vocab;
         gp.max_tokens = p.n_tokens;
         gp.ignore_eos = true;
         mtplx_gen_stats sa, sm;
