@@ -528,10 +528,7 @@ static bool cu_sample_rows(mtplx_backend *be, const float *logits, int64_t n, in
                            const mtplx_sampler_params *sp, void *keep, const void *test,
                            mtplx_dev_sample *rows) {
     cuda_backend *c = (cuda_backend *)be;
-    if (!(sp->temperature > 0.0f) || sp->repeat_penalty != 1.0f || sp->presence_penalty != 0.0f ||
-        sp->frequency_penalty != 0.0f || sp->top_k < 1 || sp->top_k > MTPLX_CUDA_TOPK_MAX ||
-        sp->top_k >= V)
-        return false;
+    if (!mtplx_dev_sample_takes(sp, V)) return false;
     mtplx_cuda_sample_out h[MTPLX_CUDA_SAMPLE_ROWS];
     for (int64_t i0 = 0; i0 < n; i0 += MTPLX_CUDA_SAMPLE_ROWS) {
         int64_t r = n - i0 < MTPLX_CUDA_SAMPLE_ROWS ? n - i0 : MTPLX_CUDA_SAMPLE_ROWS;

@@ -134,8 +134,7 @@ mtplx_status mtplx_gen_start(mtplx_ctx *c, const int32_t *prompt, int32_t n_prom
     c->draft_n_out = mtplx_draft_vocab_resolve(c, gp.draft_vocab);
     g->gs.pick_dev = gp.no_event_logits && c->be->argmax_rows && sp->temperature <= 0.0f &&
                      !gp.mask && !mtplx_sampler_has_penalties(sp);
-    g->gs.sample_dev = gp.no_event_logits && !gp.mask && mtplx_dev_sampling_ok(c, sp) &&
-                       (!c->has_mtp || c->q_dev);
+    g->gs.sample_dev = gp.no_event_logits && !gp.mask && mtplx_dev_sampling_ok(c, sp);
     size_t cap = (size_t)c->n_ctx + MTPLX_MAX_DRAFT + 2;
     g->gs.gen = malloc(cap * sizeof(int32_t));
     g->gs.hist = malloc(cap * sizeof(int32_t));

@@ -35,9 +35,13 @@ bool mtplx_sampler_has_penalties(const mtplx_sampler_params *sp) {
     return sp->repeat_penalty != 1.0f || sp->presence_penalty != 0.0f || sp->frequency_penalty != 0.0f;
 }
 
+bool mtplx_dev_sample_takes(const mtplx_sampler_params *sp, int64_t V) {
+    return sp->temperature > 0.0f && !mtplx_sampler_has_penalties(sp) && sp->top_k >= 1 &&
+           sp->top_k <= MTPLX_DEV_TOPK_MAX && sp->top_k < V;
+}
+
 bool mtplx_dev_sampling_ok(const mtplx_ctx *c, const mtplx_sampler_params *sp) {
-    return c->be->sample_rows && sp->temperature > 0.0f && !mtplx_sampler_has_penalties(sp) &&
-           sp->top_k >= 1 && sp->top_k <= MTPLX_DEV_TOPK_MAX && sp->top_k < c->model->hp.n_vocab;
+    return c->be->sample_rows && mtplx_dev_sample_takes(sp, c->model->hp.n_vocab);
 }
 
 static void apply_penalties(float *l, int32_t V, const mtplx_sampler_params *sp,

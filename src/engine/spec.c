@@ -110,6 +110,25 @@ static void keep(mtplx_ctx *c, int64_t N, int32_t a) {
     c->last_n = 0; /* the rows stay readable through res->logits until the next forward */
 }
 
+/* A step decided on the device: ids[0..a] are the a accepted drafts and
+ * the verifier's token after them, lp their log-probabilities; positions
+ * 1..min(a+1, k) were tested. No logits rows reach the host. */
+static void commit_dev(mtplx_gen_state *gs, int32_t k, int32_t a, const int32_t *ids, const float *lp,
+                       mtplx_step_result *res) {
+    for (int32_t i = 0; i < k && i <= a; i++) {
+        if (gs->stats) gs->stats->drafted[i]++;
+        if (gs->stats && i < a) gs->stats->accepted[i]++;
+    }
+    for (int32_t i = 0; i <= a; i++) {
+        res->ids[i] = ids[i];
+        res->src[i] = i < a ? MTPLX_SRC_DRAFTED : MTPLX_SRC_VERIFIER;
+        res->logprob[i] = lp[i];
+        res->logits[i] = NULL;
+    }
+    res->n = a + 1;
+    res->n_accepted = a;
+}
+
 /* The greedy test with the picks made on the device: target token t_i is
  * the argmax of row i; d_i is kept while d_i == t_{i-1}; the first mismatch
  * commits t_{i-1} instead (the residual of two one-hot distributions), or
@@ -122,18 +141,7 @@ static void accept_picked(mtplx_ctx *c, mtplx_gen_state *gs, const int32_t *d, i
     mtplx_ctx_pick(c, k + 1, t, lp);
     int32_t a = 0;
     while (a < k && d[a] == t[a]) a++;
-    for (int32_t i = 0; i < k && i <= a; i++) {
-        if (gs->stats) gs->stats->drafted[i]++;
-        if (gs->stats && i < a) gs->stats->accepted[i]++;
-    }
-    for (int32_t i = 0; i <= a; i++) {
-        res->ids[i] = t[i];
-        res->src[i] = i < a ? MTPLX_SRC_DRAFTED : MTPLX_SRC_VERIFIER;
-        res->logprob[i] = lp[i];
-        res->logits[i] = NULL;
-    }
-    res->n = a + 1;
-    res->n_accepted = a;
+    commit_dev(gs, k, a, t, lp, res);
 }
 
 /* The sampled test on the device: every row's p, test and residual draw at
@@ -151,21 +159,11 @@ static void accept_sampled(mtplx_ctx *c, mtplx_gen_state *gs, const int32_t *d, 
             .u_sample = mtplx_rng_uniform(sp->seed, (uint64_t)(N + i + 1), RNG_RESIDUAL)};
     bool ok = c->be->sample_rows(c->be, c->acts.logits, k + 1, c->model->hp.n_vocab, sp, NULL, c->q_dev, r);
     MTPLX_ASSERT(ok); /* mtplx_gen_start checked mtplx_dev_sampling_ok */
-    int32_t a = 0;
-    while (a < k) {
-        if (gs->stats) gs->stats->drafted[a]++;
-        if (!r[a].accepted) break;
-        if (gs->stats) gs->stats->accepted[a]++;
-        a++;
-    }
-    for (int32_t i = 0; i <= a; i++) {
-        res->ids[i] = r[i].id;
-        res->src[i] = i < a ? MTPLX_SRC_DRAFTED : MTPLX_SRC_VERIFIER;
-        res->logprob[i] = r[i].logprob;
-        res->logits[i] = NULL;
-    }
-    res->n = a + 1;
-    res->n_accepted = a;
+    int32_t a = 0, ids[MTPLX_MAX_DRAFT + 1];
+    float lp[MTPLX_MAX_DRAFT + 1];
+    while (a < k && r[a].accepted) a++;
+    for (int32_t i = 0; i <= a; i++) ids[i] = r[i].id, lp[i] = r[i].logprob;
+    commit_dev(gs, k, a, ids, lp, res);
 }
 
 void mtplx_spec_accept(mtplx_ctx *c, mtplx_gen_state *gs, const int32_t *d, int32_t k,

@@ -36,6 +36,10 @@ typedef struct mtplx_dev_sample {
     bool accepted;             /* out */
     float logprob;             /* out: log softmax of the row at id */
 } mtplx_dev_sample;
+/* Whether sample_rows does sampling under sp on a vocabulary of V
+ * (temperature > 0, no penalties, top-k in 1..min(MTPLX_DEV_TOPK_MAX, V - 1));
+ * engine/sampler.c. */
+bool mtplx_dev_sample_takes(const mtplx_sampler_params *sp, int64_t V);
 
 /* What a whole forward is, for capturing it once and replaying it (CUDA
  * graphs): the buffers and weights it touches and its row count. Two
@@ -116,8 +120,7 @@ struct mtplx_backend {
      * keep row i. Rows of keep / test are dist_bytes apart, in buffers of
      * this backend. Returns once rows[] is in host memory (a few bytes a row
      * cross), or false, having done nothing, for sampling it does not do on
-     * the device: temperature 0 (argmax_rows), penalties, top-k outside
-     * 1..min(MTPLX_DEV_TOPK_MAX, V - 1). */
+     * the device (!mtplx_dev_sample_takes: temperature 0 is argmax_rows'). */
     bool (*sample_rows)(mtplx_backend *be, const float *logits, int64_t n, int64_t V,
                         const mtplx_sampler_params *sp, void *keep, const void *test,
                         mtplx_dev_sample *rows);
