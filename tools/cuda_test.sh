@@ -159,11 +159,10 @@ for pat in 'tensor cores (MTPLX_CUDA_TC):MTPLX_CUDA_TC=0' 'split-k:MTPLX_CUDA_TC
     elif [ "$nok" -gt 0 ]; then SUMMARY+=("  test_cuda: '$what' checks: $nok ok"); fi
 done
 # the new checks, one summary line each (they are in test_cuda.out too)
-if grep -q 'graphs on vs off\|greedy picks on the GPU\|argmax_rows\|sample_rows V=8192 T=0.80\|sampled (T\|does not fit' "$LOGDIR/test_cuda.out"; then
-    while IFS= read -r l; do
-        SUMMARY+=("  test_cuda:${l}")
-    done < <(grep 'graphs on vs off\|greedy picks on the GPU\|argmax_rows\|sample_rows V=8192 T=0.80\|sampled (T\|does not fit' "$LOGDIR/test_cuda.out" | cut -c1-200)
-fi
+NEW_CHECKS='graphs on vs off\|greedy picks on the GPU\|argmax_rows\|sample_rows V=8192 T=0.80\|sampled (T\|does not fit'
+while IFS= read -r l; do
+    SUMMARY+=("  test_cuda:${l}")
+done < <(grep "$NEW_CHECKS" "$LOGDIR/test_cuda.out" | cut -c1-200)
 
 SAN="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)"
 # sanitized LABEL TOOL OPS OK_RE FAIL_RE: test_cuda's op checks (MTPLX_CUDA_TEST_OPS_ONLY=OPS)
@@ -357,14 +356,14 @@ PY
         s_line=""
         for sv in 1 0; do
             (cd "$ROOT" && MTPLX_CUDA_SAMPLE=$sv timeout 60 "$MTPLX" run -m "$M06" -p "$PROMPT" -n 128 --temp 0.8 -s 7 \
-                --ignore-eos --device cuda -c 512) >"$SCRATCH/s06_$sv.txt" 2>"$SCRATCH/s06_$sv.err" || okb=0
-            cat "$SCRATCH/s06_$sv.err" >>"$LOG"
-            s_line="$s_line $([ $sv = 1 ] && echo GPU || echo host) $(grep -o 'gen [0-9]* tok [0-9.]* tok/s' "$SCRATCH/s06_$sv.err" | tail -1 | awk '{print $4}') tok/s;"
+                --ignore-eos --device cuda -c 512) >"$SCRATCH/run_s06_$sv.txt" 2>"$SCRATCH/run_s06_$sv.err" || okb=0
+            cat "$SCRATCH/run_s06_$sv.err" >>"$LOG"
+            s_line="$s_line $([ $sv = 1 ] && echo GPU || echo host) $(tps s06_$sv) tok/s;"
         done
-        cmp -s "$SCRATCH/s06_1.txt" "$SCRATCH/s06_0.txt" && s_same="same text" || s_same="TEXTS DIFFER"
+        cmp -s "$SCRATCH/run_s06_1.txt" "$SCRATCH/run_s06_0.txt" && s_same="same text" || s_same="TEXTS DIFFER"
         (cd "$ROOT" && timeout 60 "$MTPLX" run -m "$M06" -p "$PROMPT" -n 128 --temp 0 --ignore-eos --device cuda -c 512) \
-            >"$SCRATCH/s06_g.txt" 2>"$SCRATCH/s06_g.err" || okb=0
-        s_line="$s_line greedy (argmax on the GPU) $(grep -o 'gen [0-9]* tok [0-9.]* tok/s' "$SCRATCH/s06_g.err" | tail -1 | awk '{print $4}') tok/s;"
+            >"$SCRATCH/run_s06_g.txt" 2>"$SCRATCH/run_s06_g.err" || okb=0
+        s_line="$s_line greedy (argmax on the GPU) $(tps s06_g) tok/s;"
         TABLES+=("  mtplx run, AR, 128 tokens; sampled (T 0.8) with draws on the:$s_line $s_same")
         if [ $okb = 1 ]; then result "bench_models 0.6B bf16 on the GPU" ok "$(($(date +%s) - T0)) s (table below)"
         else result "bench_models 0.6B bf16 on the GPU" FAIL "a run failed (see the log)"; fi
