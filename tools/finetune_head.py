@@ -83,6 +83,9 @@ def parse_args():
     p.add_argument("--max-train-chars", type=int, default=0, help="0 = all")
     p.add_argument("--chunk-chars", type=int, default=32768)
     p.add_argument("--gen-seqs", type=int, default=16384, help="on-policy pool: windows")
+    p.add_argument("--gen-dtype", default="fp32", choices=["fp32", "bf16"],
+                   help="precision of the pool's greedy decoding (bf16: faster; the runtime's trunk is Q8_0 "
+                        "anyway, so neither is its exact greedy path)")
     p.add_argument("--gen-prefix", type=int, default=64, help="text tokens before the continuation")
     p.add_argument("--gen-batch", type=int, default=4096, help="sequences per KV-cached decode (35 GB)")
     p.add_argument("--valid-chars", type=int, default=2_000_000)
@@ -178,16 +181,25 @@ def read_data(a, tk):
 
 
 @torch.no_grad()
-def generate_cached(model, prompts, n_new):
-    """Greedy continuation of prompts [B, P] by the trunk, one token per step over a KV cache, in
-    the precision of the caller. Returns [B, P + n_new]. Same math as td.make_layer_fn."""
+def generate_cached(model, prompts, n_new, dtype=torch.float32):
+    """Greedy continuation of prompts [B, P] by the trunk, one token per step over a KV cache.
+    Returns [B, P + n_new]. Same math as td.make_layer_fn. dtype float32: all in f32; bfloat16:
+    matmuls, cache and attention in bf16 under autocast, the residual stream in f32 (as the
+    teacher runs), faster."""
+    if dtype == torch.float32:
+        return _generate_cached(model, prompts, n_new, dtype)
+    with torch.autocast(device_type=prompts.device.type, dtype=dtype):
+        return _generate_cached(model, prompts, n_new, dtype)
+
+
+def _generate_cached(model, prompts, n_new, cdt):
     c = model.c
     H, KV, hd, eps = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"], c["rms_norm_eps"]
     B, P = prompts.shape
     L = P + n_new
     layers = model.model.layers
-    kc = [torch.empty(B, KV, L, hd, device=prompts.device) for _ in layers]
-    vc = [torch.empty(B, KV, L, hd, device=prompts.device) for _ in layers]
+    kc = [torch.empty(B, KV, L, hd, device=prompts.device, dtype=cdt) for _ in layers]
+    vc = [torch.empty(B, KV, L, hd, device=prompts.device, dtype=cdt) for _ in layers]
 
     def attend(q, k, v, causal):
         try:
@@ -213,7 +225,7 @@ def generate_cached(model, prompts, n_new):
             k = k * cos + td.rotate_half(k) * sin
             kc[li][:, :, t0:t0 + T] = k
             vc[li][:, :, t0:t0 + T] = v
-            o = attend(q, kc[li][:, :, :t0 + T], vc[li][:, :, :t0 + T], causal=T > 1)
+            o = attend(q.to(cdt), kc[li][:, :, :t0 + T], vc[li][:, :, :t0 + T], causal=T > 1)
             x = x + F.linear(o.transpose(1, 2).reshape(B, T, H * hd), at.o_proj.weight)
             m = td.rms_norm(x, layer.post_attention_layernorm.weight, eps)
             x = x + F.linear(F.silu(F.linear(m, mlp.gate_proj.weight)) * F.linear(m, mlp.up_proj.weight),
@@ -246,12 +258,23 @@ def make_pool(a, model, train_ids, Wlen, dev, R):
     if sum(same) < k - 1:
         log("!!!!!!!! the KV-cached generator disagrees with greedy_generate (%s): no on-policy pool" % same)
         return None
+    gdt = torch.bfloat16 if a.gen_dtype == "bf16" else torch.float32
+    if gdt != torch.float32:  # how far the pool's precision moves the greedy path, on the same prompts
+        try:
+            low = generate_cached(model, prompts[:k], n_chk, gdt)
+        except Exception as e:
+            log("bf16 pool decoder failed (%s) -> f32" % repr(e)[:300])
+            gdt, low = torch.float32, mine
+            R["pool"]["bf16_failed"] = repr(e)[:300]
+        R["pool"]["bf16_token_agreement"] = float((low[:, P:] == mine[:, P:]).float().mean())
+        log("bf16 pool decoder: %.3f of the first %d greedy tokens of %d prompts as in f32" % (
+            R["pool"]["bf16_token_agreement"], n_chk, k))
     out = []
     for b0 in range(0, a.gen_seqs, a.gen_batch):
-        out.append(generate_cached(model, prompts[b0:b0 + a.gen_batch], Wlen - P).to(torch.int32))
+        out.append(generate_cached(model, prompts[b0:b0 + a.gen_batch], Wlen - P, gdt).to(torch.int32))
     pool = torch.cat(out)
     distinct = float(np.mean([len(set(r)) / len(r) for r in pool[:256, P:].tolist()]))
-    R["pool"].update({"windows": int(pool.shape[0]), "prefix": P, "tokens": int(pool.numel()),
+    R["pool"].update({"windows": int(pool.shape[0]), "prefix": P, "tokens": int(pool.numel()), "dtype": a.gen_dtype,
                       "seconds": time.time() - t, "distinct_token_share": distinct})
     log("on-policy pool: %d windows of %d (%d text + %d greedy trunk tokens) in %.1fs; cached decoder = "
         "greedy_generate on %d/%d prompts; distinct tokens per continuation %.2f" % (
