@@ -222,6 +222,22 @@ static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool wit
                        TOL_MM_EXACT, e2, tol_mm_cpu(type));
                 free(yf);
             }
+            /* Q8_0 / Q4_K with mma_q4k off (a context whose rows come one at
+             * a time): the int8 tensor cores (mmv_i8.cu; Q8_0 where k % 64 == 0) */
+            if (n <= 16 && saved.mma && (type == MTPLX_TYPE_Q8_0 || type == MTPLX_TYPE_Q4_K)) {
+                mtplx_cuda_paths pi = p;
+                pi.mma = true, pi.mma_q4k = false;
+                mtplx_cuda_set_paths(gpu, pi);
+                gpu->matmul(gpu, &w, bias, xd, n, yd);
+                float *yi = from_dev(yd, (size_t)(n * m));
+                e1 = rel_err(yi, exf, n * m, 1e-3), e2 = rel_err(yi, ycpu, n * m, 1e-3);
+                report(e1 <= TOL_MM_EXACT && e2 <= tol_mm_cpu(type),
+                       "matmul %-4s m=%-4lld k=%-5lld n=%-3lld%s  vs exact %.2e (tol %.0e)  vs cpu %.2e (tol %.0e)  (mma_q4k off: %s)",
+                       name, (long long)m, (long long)k, (long long)n, with_bias ? " +bias" : "      ", e1,
+                       TOL_MM_EXACT, e2, tol_mm_cpu(type),
+                       type == MTPLX_TYPE_Q8_0 && k % 64 ? "bf16 tensor cores, k % 64 != 0" : "int8 tensor cores");
+                free(yi);
+            }
             continue;
         }
         double e0 = rel_err(y, emu, n * m, 1e-3);
@@ -278,6 +294,13 @@ static void test_matmul(void) {
     test_matmul_case(MTPLX_TYPE_BF16, 1030, 512, 11, false);
     test_matmul_case(MTPLX_TYPE_Q4_K, 53, 2048, 4, false);
     test_matmul_case(MTPLX_TYPE_Q4_K, 301, 3072, 16, true);
+    /* the int8 GEMV's Q8_0 (k % 64 == 0): a part x chunk (448), k steps
+     * for every warp with a tail (2112) */
+    static const int64_t n8[] = {1, 3, 9, 16};
+    for (size_t i = 0; i < sizeof n8 / sizeof *n8; i++) {
+        test_matmul_case(MTPLX_TYPE_Q8_0, 301, 448, n8[i], i == 1);
+        test_matmul_case(MTPLX_TYPE_Q8_0, 53, 2112, n8[i], false);
+    }
 }
 
 /* The tensor-core GEMM reading x through scalar loads (x not 16-byte
@@ -455,6 +478,15 @@ static void test_fused(void) {
         for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
             test_fused_case(MTPLX_TYPE_BF16, 416, ns[i]);
             test_fused_case(MTPLX_TYPE_Q8_0, 416, ns[i]);
+            test_fused_case(MTPLX_TYPE_Q4_K, 512, ns[i]);
+        }
+        /* and on the int8 tensor cores (mma_q4k off: mmv_i8.cu) */
+        p = saved;
+        p.mma_q4k = false;
+        mtplx_cuda_set_paths(gpu, p);
+        printf("  info  fused ops of Q8_0 and Q4_K again with mma_q4k off (int8 tensor cores)\n");
+        for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+            test_fused_case(MTPLX_TYPE_Q8_0, 448, ns[i]);
             test_fused_case(MTPLX_TYPE_Q4_K, 512, ns[i]);
         }
         mtplx_cuda_set_paths(gpu, saved);

@@ -81,7 +81,10 @@
  * no fused matmuls; MTPLX_CUDA_FUSE=0, mmv but no fused op;
  * MTPLX_CUDA_MMA=0, BF16, Q8_0 and Q4_K on mmv.cu's f32 GEMV instead of
  * mmv_tc.cu's tensor cores (which verify 4 rows at the cost of 1, decode
- * Q8_0 about a quarter slower: bench/RESULTS.md section 13). Opt-in, not yet
+ * Q8_0 about a quarter slower: bench/RESULTS.md section 13); Q8_0 and Q4_K
+ * there go to mmv_i8.cu's int8 tensor cores (x made integer once per matmul
+ * into the scratch c->xq) unless MTPLX_CUDA_I8=0 (then mmv_tc.cu's bf16
+ * ones, as before: bench/RESULTS.md section 18). Opt-in, not yet
  * run on a GPU beyond test_cuda's op checks: MTPLX_CUDA_FUSE_NORM=1 also
  * folds the layers' rmsnorms into the QKV and gate/up matmuls and the final
  * norm into the output head (6 launches a layer instead of 8).
@@ -153,6 +156,9 @@ typedef struct {
     mtplx_cuda_graph_stats gstats;
     mtplx_cuda_paths paths; /* prefill kernels (header comment) */
     mtplx_cuda_tc_split split; /* split-k scratch and the SM count */
+    /* x in integer pieces for mmv_i8.cu (Q8_0 / Q4_K decode and verify on
+     * the int8 tensor cores); NULL with MTPLX_CUDA_I8=0: mmv_tc.cu instead */
+    void *xq;
 } cuda_backend;
 
 static void check(cudaError_t e, const char *what, const char *file, int line) {
@@ -252,9 +258,17 @@ static const void *param(cuda_backend *c, const void *host, size_t bytes) {
     return dev;
 }
 
+/* Whether Q8_0 weights of k go to mmv_i8.cu with the current paths, which
+ * reads its own interleaved packing (mtplx_cuda_repack_q8_0_i8). */
+static bool q8_i8(const cuda_backend *c, int64_t k) {
+    mtplx_cuda_mmv_job j = {.mma = c->paths.mma, .mma_q4k = c->paths.mma_q4k, .xq = c->xq};
+    return c->paths.mma && mtplx_cuda_mmv_i8_ok(MTPLX_TYPE_Q8_0, k, &j);
+}
+
 /* A weight as the mmv kernel reads it: Q8_0 repacked on the GPU (the GGUF
- * bytes go up to a scratch buffer, which is freed once repacked), the other
- * types as they are. */
+ * bytes go up to a scratch buffer, which is freed once repacked; in the
+ * layout of the kernel the current paths send it to), the other types as
+ * they are. */
 static const void *mmv_weight(cuda_backend *c, const mtplx_weight *w) {
     if (w->type != MTPLX_TYPE_Q8_0) return param(c, w->data, weight_bytes(w));
     size_t bytes = mtplx_cuda_q8_0_packed_row(w->k) * (size_t)w->m;
@@ -267,7 +281,9 @@ static const void *mmv_weight(cuda_backend *c, const mtplx_weight *w) {
                   (double)bytes / 1e6);
         CK(cudaErrorMemoryAllocation, "cudaMalloc (weights)");
     }
-    CK(mtplx_cuda_repack_q8_0(on, raw, dev, w->m, w->k), "Q8_0 repack");
+    CK(q8_i8(c, w->k) ? mtplx_cuda_repack_q8_0_i8(on, raw, dev, w->m, w->k)
+                      : mtplx_cuda_repack_q8_0(on, raw, dev, w->m, w->k),
+       "Q8_0 repack");
     CK(cudaStreamSynchronize(on), "Q8_0 repack (synchronize)");
     CK(cudaFree(raw), "cudaFree (repack scratch)");
     c->param_bytes += bytes;
@@ -293,7 +309,8 @@ static mtplx_cuda_mmv_job mmv_job1(cuda_backend *c, int mode, const mtplx_weight
                                 .bias = {param(c, bias, (size_t)w->m * sizeof(float))},
                                 .y = {y},
                                 .m = {w->m},
-                                .mma = c->paths.mma, .mma_q4k = c->paths.mma_q4k};
+                                .mma = c->paths.mma, .mma_q4k = c->paths.mma_q4k,
+                                .xq = c->xq};
 }
 
 /* Tensor cores for a prefill's many rows (header comment); the GEMV for the
@@ -356,7 +373,8 @@ static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const
     if (nw < 1 || nw > 3 || !fusable(c, w[0], x, n) || !norm_ok(c, norm)) return false;
     for (int i = 1; i < nw; i++)
         if (!same_kind(w[i], w[0])) return false;
-    mtplx_cuda_mmv_job j = {.nseg = nw, .mode = MTPLX_MMV_STORE, .mma = c->paths.mma, .mma_q4k = c->paths.mma_q4k};
+    mtplx_cuda_mmv_job j = {.nseg = nw, .mode = MTPLX_MMV_STORE, .mma = c->paths.mma,
+                            .mma_q4k = c->paths.mma_q4k, .xq = c->xq};
     for (int i = 0; i < nw; i++) {
         j.w[i] = mmv_weight(c, w[i]);
         j.bias[i] = param(c, bias[i], (size_t)w[i]->m * sizeof(float));
@@ -651,9 +669,16 @@ mtplx_cuda_paths mtplx_cuda_get_paths(const mtplx_backend *be) {
 
 void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p) {
     cuda_backend *c = (cuda_backend *)be;
-    if (memcmp(&c->paths, &p, sizeof p) != 0 && c->n_gs > 0) {
+    bool repack = c->xq && (c->paths.mma != p.mma || c->paths.mma_q4k != p.mma_q4k);
+    if ((memcmp(&c->paths, &p, sizeof p) != 0 && c->n_gs > 0) || repack) {
         CK(cudaStreamSynchronize(c->stream), "synchronize");
         drop_graphs(c); /* captured with the old paths */
+    }
+    if (repack) {
+        /* Q8_0's packing follows the kernel (q8_i8): packed again on next use */
+        for (size_t i = 0; i < c->packed.cap; i++)
+            if (c->packed.slot[i].host) c->param_bytes -= c->packed.slot[i].bytes;
+        map_free(&c->packed);
     }
     c->paths = p;
 }
@@ -745,6 +770,7 @@ static void release(cuda_backend *c) {
     cudaFree(c->souts);
     cudaFree(c->ids_dev);
     cudaFree(c->split.buf);
+    cudaFree(c->xq);
     free(c->gs);
     cudaStreamDestroy(c->side);
     cudaStreamDestroy(c->stream);
@@ -760,7 +786,7 @@ static void cu_free(mtplx_backend *be) {
               "cores %s%s, flash attention %s",
               (double)c->param_bytes / 1e6, c->graphs ? "on" : "off", (long long)c->gstats.captured,
               (long long)c->gstats.replayed, (long long)c->gstats.plain, (long long)c->gstats.failed,
-              c->mmv ? "on" : "off", c->mmv && c->paths.mma ? (c->paths.mma_q4k ? " (tensor cores for BF16, Q8_0, Q4_K)" : " (tensor cores for BF16, Q8_0)") : "",
+              c->mmv ? "on" : "off", c->mmv && c->paths.mma ? (c->paths.mma_q4k ? " (tensor cores for BF16, Q8_0, Q4_K)" : c->xq ? " (tensor cores for BF16; int8 ones for Q8_0, Q4_K)" : " (tensor cores for BF16, Q8_0)") : "",
               c->fuse ? "on" : "off", c->fuse_norm ? " (norms too)" : "",
               c->paths.tc ? (c->paths.tc_f32 ? "on (F32 too)" : "on") : "off",
               c->paths.tc && !c->paths.tc_split ? " without split-k" : "",
@@ -846,6 +872,15 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&c->split.n_sm, cudaDevAttrMultiProcessorCount, device);
     c->split.bytes = TC_SPLIT_BYTES;
+    if (e == cudaSuccess && !env_is_0("MTPLX_CUDA_I8")) {
+        size_t xb = mtplx_cuda_mmv_i8_scratch();
+        e = cudaMalloc(&c->xq, xb);
+        /* zeroed: the GEMV reads the scales of unused columns (and drops them) */
+        if (e == cudaSuccess) e = cudaMemset(c->xq, 0, xb);
+        /* MTPLX_CUDA_PDL=1: the GEMV starts loading weights while x is made */
+        const char *pdl = getenv("MTPLX_CUDA_PDL");
+        mtplx_cuda_mmv_i8_set_pdl(pdl && strcmp(pdl, "1") == 0);
+    }
     if (e != cudaSuccess || !c->gs) {
         (void)cudaGetLastError();
         release(c);

@@ -62,7 +62,10 @@ mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be);
  * so it is its own switch, mma_q4k: MTPLX_CUDA_MMA_Q4K=1 / 0 sets it, and
  * unset (mma_q4k_auto) a context turns it on when its rows come several at
  * a time: a model with an MTP head, or a backend several contexts share
- * (engine/context.c). Changing a path drops the captured graphs. */
+ * (engine/context.c). With mma_q4k off, Q8_0 and Q4_K decode on the int8
+ * tensor cores instead (mmv_i8.cu: faster for 1 row, 1.25x / 1.7x for 4;
+ * bench/RESULTS.md section 18; MTPLX_CUDA_I8=0: not). Changing a path drops
+ * the captured graphs (and Q8_0's packing where the kernel changes). */
 typedef struct mtplx_cuda_paths {
     bool tc, tc_f32, tc_split, flash, mma, mma_q4k, mma_q4k_auto;
     int64_t tc_min_rows;

@@ -128,6 +128,11 @@ typedef struct mtplx_cuda_mmv_job {
      * norm, sm_80 or newer. A weight takes the same path at every n, so
      * rows stay independent of n either way. Q4_K only with mma_q4k. */
     bool mma, mma_q4k;
+    /* Q8_0 and Q4_K (with mma; Q4_K with mma_q4k) on the int8 tensor cores
+     * (mmv_i8.cu) instead of mmv_tc.cu when set: device scratch of
+     * mtplx_cuda_mmv_i8_scratch() bytes for x in integer pieces, used by one
+     * launch pair at a time (the backend's one stream); NULL: not used */
+    void *xq;
 } mtplx_cuda_mmv_job;
 /* Whether the mmv kernel takes this type, k and x (alignment); if not, use
  * mtplx_cuda_matmul. */
@@ -138,6 +143,25 @@ cudaError_t mtplx_cuda_mmv(cudaStream_t s, int type, const mtplx_cuda_mmv_job *j
  * whether this type, k, job and GPU take it. */
 bool mtplx_cuda_mmv_tc_ok(int type, int64_t k, const mtplx_cuda_mmv_job *job);
 cudaError_t mtplx_cuda_mmv_tc(cudaStream_t s, int type, const mtplx_cuda_mmv_job *job, int64_t k,
+                              const float *x, int64_t n);
+/* mmv_i8.cu: the same job for Q8_0 / Q4_K on the int8 tensor cores (its
+ * header comment), k <= MTPLX_CUDA_I8_KMAX; two launches (x to pieces,
+ * then the GEMV). _ok says whether this type, k, job and GPU take it. */
+#define MTPLX_CUDA_I8_KMAX 65536
+size_t mtplx_cuda_mmv_i8_scratch(void);
+/* Q8_0 [m][k] (GGUF blocks) into the layout mmv_i8.cu reads: rows as
+ * mtplx_cuda_repack_q8_0's (same size, scales after the quants) but the
+ * quants of each pair of blocks interleaved (mmv_i8.cu's ipos); k % 64 == 0.
+ * mmv.cu and mmv_tc.cu do not read it: the backend packs a weight for the
+ * path its jobs take (mtplx_cuda_mmv_i8_ok). */
+cudaError_t mtplx_cuda_repack_q8_0_i8(cudaStream_t s, const void *raw, void *out, int64_t m,
+                                      int64_t k);
+/* Launch the GEMV as a programmatic dependent of the x kernel (sm_90), so
+ * that it loads its first weights while x is made (process-wide; off by
+ * default). */
+void mtplx_cuda_mmv_i8_set_pdl(bool on);
+bool mtplx_cuda_mmv_i8_ok(int type, int64_t k, const mtplx_cuda_mmv_job *job);
+cudaError_t mtplx_cuda_mmv_i8(cudaStream_t s, int type, const mtplx_cuda_mmv_job *job, int64_t k,
                               const float *x, int64_t n);
 /* Q8_0 [m][k] (34-byte GGUF blocks) into the mmv layout at out: each row
  * its k int8 quants, then its k/32 f16 scales, padded to

@@ -531,6 +531,7 @@ cudaError_t mtplx_cuda_mmv(cudaStream_t s, int type, const mtplx_cuda_mmv_job *j
     mtplx_cuda_mmv_job j = *job;
     for (int i = j.nseg; i < 3; i++)
         j.m[i] = 0, j.w[i] = NULL, j.bias[i] = NULL, j.y[i] = NULL;
+    if (j.mma && mtplx_cuda_mmv_i8_ok(type, k, &j)) return mtplx_cuda_mmv_i8(s, type, &j, k, x, n);
     if (j.mma && mtplx_cuda_mmv_tc_ok(type, k, &j)) return mtplx_cuda_mmv_tc(s, type, &j, k, x, n);
     switch (type) {
     case MTPLX_TYPE_F32: return launch_type<MTPLX_TYPE_F32>(s, &j, k, x, n);

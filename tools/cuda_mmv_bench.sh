@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# cuda_mmv_bench.sh: build tools/cuda_mmv_bench.cu (the decode / verify
+# GEMVs alone on Qwen3-8B shapes) once per variant of mmv_i8.cu's compile-
+# time knobs and run each; on a GPU machine, from the repo root.
+#
+#   tools/cuda_mmv_bench.sh ["NAME:-DFLAG=V -DFLAG2=V" ...]   (default: one build, no flags)
+#
+# Output to $OUT (or /tmp): cuda_mmv_bench.txt. WAIT_FOR=FILE: build, then
+# wait for FILE to exist before running (so that the GPU is otherwise idle
+# while a build elsewhere is done first).
+set -uo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+DEST="${OUT:-/tmp}"
+B="$(mktemp -d)"
+NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+F="-O3 -std=c++17 -arch=sm_90 -I$ROOT/include -I$ROOT/src -DMTPLX_HAVE_CUDA -D_GNU_SOURCE"
+[ $# -eq 0 ] && set -- "default:"
+"$NVCC" $F -c "$ROOT/src/cuda/mmv.cu" -o "$B/mmv.o" &
+"$NVCC" $F -c "$ROOT/src/cuda/mmv_tc.cu" -o "$B/mmv_tc.o" &
+"$NVCC" $F -c "$ROOT/tools/cuda_mmv_bench.cu" -o "$B/bench.o" &
+i=0
+for v in "$@"; do
+    "$NVCC" $F ${v#*:} -c "$ROOT/src/cuda/mmv_i8.cu" -o "$B/i8_$i.o" &
+    i=$((i + 1))
+done
+wait
+if [ -n "${WAIT_FOR:-}" ]; then while [ ! -e "$WAIT_FOR" ]; do sleep 1; done; fi
+: >"$DEST/cuda_mmv_bench.txt"
+i=0
+for v in "$@"; do
+    "$NVCC" -arch=sm_90 "$B/bench.o" "$B/mmv.o" "$B/mmv_tc.o" "$B/i8_$i.o" -o "$B/bench_$i" &&
+        { echo "=== variant ${v%%:*}: ${v#*:}"; "$B/bench_$i" ${LAYERS:-36}; } 2>&1 | tee -a "$DEST/cuda_mmv_bench.txt"
+    i=$((i + 1))
+done
