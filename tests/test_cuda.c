@@ -497,6 +497,65 @@ static void test_fused(void) {
     }
 }
 
+/* mmv_i8.cu's GEMV launched as a programmatic dependent of its x kernel
+ * (paths.pdl, on by default; sm_90) against plain launches: the same bits
+ * for every mode (matmul + bias, QKV with the rmsnorm fused, gate/up +
+ * SwiGLU with it, matmul_add), Q8_0 and Q4_K, 1, 4 and 16 rows. A GEMV that
+ * read x, the scales or y before its wait would differ here (or under
+ * memcheck). The norm is fused with the op checks' MTPLX_CUDA_FUSE_NORM=1. */
+static void test_i8_pdl(void) {
+    mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu);
+    if (!saved.mma) return;
+    static const int types[] = {MTPLX_TYPE_Q8_0, MTPLX_TYPE_Q4_K};
+    static const int64_t ns[] = {1, 4, 16};
+    for (size_t t = 0; t < 2; t++)
+        for (size_t ni = 0; ni < 3; ni++) {
+            int type = types[t];
+            int64_t k = type == MTPLX_TYPE_Q8_0 ? 2112 : 3072, n = ns[ni];
+            int64_t ms[3] = {301, 37, 64}, tot = n * (2 * ms[0] + ms[0] + ms[1] + ms[2] + ms[1]);
+            uint8_t *W[4];
+            mtplx_weight w[4];
+            for (int j = 0; j < 4; j++) {
+                int64_t m = ms[j < 3 ? j : 0];
+                W[j] = rand_weight(type, m, k);
+                w[j] = (mtplx_weight){.type = type, .m = m, .k = k, .data = W[j]};
+            }
+            const mtplx_weight *wp[3] = {&w[0], &w[1], &w[2]};
+            float *x = rand_vec(n * k, 1.0f), *bias = rand_vec(ms[0], 1.0f);
+            float *nw = rand_vec(k, 1.0f), *y0 = rand_vec(n * ms[1], 1.0f);
+            const float *bs[3] = {bias, NULL, NULL};
+            float *xd = to_dev(x, (size_t)(n * k) * sizeof(float));
+            float *yd = gpu->buf_alloc(gpu, (size_t)tot * sizeof(float)), *got[2];
+            bool took = true;
+            for (int pdl = 0; pdl < 2; pdl++) {
+                mtplx_cuda_paths p = saved;
+                p.mma = true, p.mma_q4k = false, p.pdl = pdl;
+                mtplx_cuda_set_paths(gpu, p);
+                /* [matmul][QKV][SwiGLU][add], each [n][m] */
+                float *y = yd, *qkv[3] = {yd + n * ms[0]};
+                qkv[1] = qkv[0] + n * ms[0], qkv[2] = qkv[1] + n * ms[1];
+                float *h = qkv[2] + n * ms[2], *ya = h + n * ms[0];
+                gpu->matmul(gpu, &w[0], bias, xd, n, y);
+                took = took && gpu->matmul_multi(gpu, 3, wp, bs, xd, nw, 1e-6f, n, qkv);
+                took = took && gpu->matmul_swiglu(gpu, &w[0], &w[3], xd, nw, 1e-6f, n, h);
+                gpu->upload(gpu, ya, y0, (size_t)(n * ms[1]) * sizeof(float));
+                took = took && gpu->matmul_add(gpu, &w[1], xd, n, ya);
+                got[pdl] = from_dev(yd, (size_t)tot);
+            }
+            mtplx_cuda_set_paths(gpu, saved);
+            report(took && memcmp(got[0], got[1], (size_t)tot * sizeof(float)) == 0,
+                   "int8 GEMV %-4s k=%lld n=%-2lld with PDL (MTPLX_CUDA_PDL) == without, bit for "
+                   "bit: matmul + bias, QKV + norm, SwiGLU + norm, add%s",
+                   mtplx_type_info(type)->name, (long long)k, (long long)n,
+                   took ? "" : " (a fused op not taken)");
+            gpu->buf_free(gpu, xd), gpu->buf_free(gpu, yd);
+            mtplx_cuda_forget_params(gpu);
+            for (int j = 0; j < 4; j++)
+                free(W[j]);
+            free(x), free(bias), free(nw), free(y0), free(got[0]), free(got[1]);
+        }
+}
+
 /* qk_norm_rope_store against the six ops it replaces (F16 and F32 caches,
  * with and without the q/k norms). */
 static void test_qk_prep_case(int kv_type, bool norms) {
@@ -909,7 +968,7 @@ static mtplx_model *load_model(const char *path) {
  * the prefill kernels (tensor-core GEMM, flash attention) as the backend
  * has them (on unless the environment says otherwise); plain_prefill turns
  * both off, for the same checks over the step kernels alone. */
-static void test_model(const char *path, double tol, bool mtp, bool plain_prefill) {
+static void test_model(const char *path, double tol, bool mtp, bool plain_prefill, bool i8) {
     mtplx_model *m = load_model(path);
     if (!m) return;
     mtplx_model_info info;
@@ -917,13 +976,14 @@ static void test_model(const char *path, double tol, bool mtp, bool plain_prefil
     mtplx_ctx *cc = new_ctx(m, "cpu"), *gc = new_ctx(m, "cuda");
     if (!cc || !gc) goto done;
     mtplx_cuda_paths paths = mtplx_cuda_get_paths(gc->be);
-    if (plain_prefill) {
-        paths.tc = paths.tc_f32 = paths.flash = false;
-        mtplx_cuda_set_paths(gc->be, paths);
-    }
-    char pf[64];
-    snprintf(pf, sizeof pf, "prefill: tensor cores %s, flash %s",
-             paths.tc ? (paths.tc_f32 ? "all" : "on") : "off", paths.flash ? "on" : "off");
+    if (plain_prefill) paths.tc = paths.tc_f32 = paths.flash = false;
+    if (i8) paths.mma_q4k = false; /* as a context without a head has it */
+    mtplx_cuda_set_paths(gc->be, paths);
+    char pf[128];
+    snprintf(pf, sizeof pf, "prefill: tensor cores %s, flash %s%s",
+             paths.tc ? (paths.tc_f32 ? "all" : "on") : "off", paths.flash ? "on" : "off",
+             i8 ? "; steps on the int8 GEMV (mma_q4k off), PDL and fused norms as configured"
+                : "");
     int32_t V = info.n_vocab, tok[200];
     for (int i = 0; i < 200; i++) tok[i] = (int32_t)((i * 7919 + 13) % V);
     /* 1. 12 tokens, all logits */
@@ -933,7 +993,8 @@ static void test_model(const char *path, double tol, bool mtp, bool plain_prefil
     }
     double e = 0;
     for (int i = 0; i < 12; i++) e = fmax(e, rel_err(mtplx_logits(gc, i), mtplx_logits(cc, i), V, 1.0));
-    report(e <= tol, "model %s (%s): 12-token logits  %.2e (tol %.0e)", info.name, info.weight_type, e, tol);
+    report(e <= tol, "model %s (%s): 12-token logits  %.2e (tol %.0e)%s", info.name, info.weight_type,
+           e, tol, i8 ? " (int8 GEMV)" : "");
     /* 2. 150 more tokens (3 chunks of 64), last logits; then 5 single steps */
     if (mtplx_forward(cc, tok + 12, 150, false) != MTPLX_OK ||
         mtplx_forward(gc, tok + 12, 150, false) != MTPLX_OK) {
@@ -1061,7 +1122,7 @@ done:
  * prefill, decode steps (1 row), verify steps (4 rows, all logits, rolled
  * back by 2 like a partly rejected draft) and greedy MTP generation (the
  * head's forwards too); and the graphs must actually have been replayed. */
-static void test_graphs(const char *path) {
+static void test_graphs(const char *path, bool i8) {
     mtplx_model *m = load_model(path);
     if (!m) return;
     mtplx_model_info info;
@@ -1070,6 +1131,15 @@ static void test_graphs(const char *path) {
     if (!on || !off) goto done;
     mtplx_cuda_set_graphs(on->be, true);
     mtplx_cuda_set_graphs(off->be, false);
+    if (i8) { /* steps on the int8 GEMV, with PDL and fused norms as configured */
+        for (int i = 0; i < 2; i++) {
+            mtplx_backend *be = i ? off->be : on->be;
+            mtplx_cuda_paths p = mtplx_cuda_get_paths(be);
+            p.mma_q4k = false;
+            mtplx_cuda_set_paths(be, p);
+        }
+    }
+    const char *tag = i8 ? ", int8 GEMV" : "";
     int32_t V = info.n_vocab, tok[128];
     for (int i = 0; i < 128; i++) tok[i] = (int32_t)((i * 7919 + 13) % V);
     size_t row = (size_t)V * sizeof(float);
@@ -1095,9 +1165,9 @@ static void test_graphs(const char *path) {
     }
     mtplx_cuda_graph_stats gs = mtplx_cuda_get_graph_stats(on->be), g0 = mtplx_cuda_get_graph_stats(off->be);
     report(diff == 0 && gs.replayed >= 10 && gs.failed == 0 && g0.replayed == 0,
-           "graphs on vs off (%s): prefill + %d decode/verify steps, logits bit-identical (%d rows "
+           "graphs on vs off (%s%s): prefill + %d decode/verify steps, logits bit-identical (%d rows "
            "differ); on: %lld captured, %lld replayed, %lld failed; off: %lld replayed",
-           info.name, steps, diff, (long long)gs.captured, (long long)gs.replayed,
+           info.name, tag, steps, diff, (long long)gs.captured, (long long)gs.replayed,
            (long long)gs.failed, (long long)g0.replayed);
     if (info.n_mtp > 0) {
         static int32_t a[256], b[256];
@@ -1124,12 +1194,12 @@ static void test_graphs(const char *path) {
             mtplx_status s3 = generate_fresh(on, tok, 20, &gp, c3, &st3);
             gp.no_event_logits = false;
             report(s3 == MTPLX_OK && c3[0] == 64 && memcmp(a, c3, 65 * sizeof(int32_t)) == 0,
-                   "greedy picks on the GPU (%s): the same 64 tokens as picking on the host "
-                   "(%.2f tokens/forward)", depth ? "MTP depth 3" : "AR",
+                   "greedy picks on the GPU (%s%s): the same 64 tokens as picking on the host "
+                   "(%.2f tokens/forward)", depth ? "MTP depth 3" : "AR", tag,
                    mtplx_gen_stats_tokens_per_forward(&st3));
             report(same && gs.replayed - before.replayed >= 20 && gs.failed == 0,
-                   "graphs on vs off (%s): greedy %s 64 tokens identical; %lld forwards replayed",
-                   info.name, depth ? "MTP depth 3" : "AR", (long long)(gs.replayed - before.replayed));
+                   "graphs on vs off (%s%s): greedy %s 64 tokens identical; %lld forwards replayed",
+                   info.name, tag, depth ? "MTP depth 3" : "AR", (long long)(gs.replayed - before.replayed));
         }
     }
 done:
@@ -1264,6 +1334,7 @@ int main(void) {
         test_matmul_case(MTPLX_TYPE_BF16, 70, 200, 40, true);
         test_matmul_case(MTPLX_TYPE_F16, 37, 72, 17, false);
         test_matmul_case(MTPLX_TYPE_Q4_K, 65, 256, 20, false);
+        test_matmul_case(MTPLX_TYPE_Q4_K, 37, 512, 3, false); /* the GEMVs' reductions */
         test_attention_case(MTPLX_TYPE_F16, 40, 2, 1, 64, 10);
         test_attention_case(MTPLX_TYPE_F32, 20, 2, 2, 256, 3);
         if (gpu->sample_rows) { /* the sampler's shared-memory sorts */
@@ -1275,6 +1346,7 @@ int main(void) {
         test_matmul_tc_unaligned(MTPLX_TYPE_BF16);
         test_matmul_tc_unaligned(MTPLX_TYPE_Q4_K);
         test_fused();
+        test_i8_pdl();
         test_small_ops();
         test_attention();
         test_argmax();
@@ -1283,10 +1355,14 @@ int main(void) {
     gpu->free(gpu);
     cpu->free(cpu);
     if (!only) {
-        test_model(MTPLX_SOURCE_DIR "/tests/fixtures/models/qwen3", 2e-3, false, false);
-        test_model(MTPLX_SOURCE_DIR "/models/default.gguf", 3e-2, true, false);
-        test_model(MTPLX_SOURCE_DIR "/models/default.gguf", 3e-2, true, true);
-        test_graphs(MTPLX_SOURCE_DIR "/models/default.gguf");
+        test_model(MTPLX_SOURCE_DIR "/tests/fixtures/models/qwen3", 2e-3, false, false, false);
+        test_model(MTPLX_SOURCE_DIR "/models/default.gguf", 3e-2, true, false, false);
+        test_model(MTPLX_SOURCE_DIR "/models/default.gguf", 3e-2, true, true, false);
+        /* the default model (Q8_0) as a context without a head runs it:
+         * int8 GEMV, PDL and fused norms (greedy MTP == AR there too) */
+        test_model(MTPLX_SOURCE_DIR "/models/default.gguf", 3e-2, true, false, true);
+        test_graphs(MTPLX_SOURCE_DIR "/models/default.gguf", false);
+        test_graphs(MTPLX_SOURCE_DIR "/models/default.gguf", true);
         test_sampled_gen(MTPLX_SOURCE_DIR "/models/default.gguf");
         test_fit(MTPLX_SOURCE_DIR "/models/default.gguf");
     }

@@ -73,12 +73,13 @@ enum { D = 4096, DKV = 1024, FF = 12288 };
 
 /* which of the layer's matmuls to issue: bit 0 QKV, 1 O, 2 gate/up, 3 down */
 static void issue(cudaStream_t st, int type, const std::vector<layer> &L, int what, bool mma,
-                  void *xq, const float *x, float *y, float *yff, int64_t n) {
+                  void *xq, bool pdl, const float *x, float *y, float *yff, int64_t n) {
     for (const layer &l : L) {
         mtplx_cuda_mmv_job j;
         if (what & 1) {
             memset(&j, 0, sizeof j);
             j.nseg = 3, j.mode = MTPLX_MMV_STORE, j.mma = mma, j.mma_q4k = !xq, j.xq = xq;
+            j.pdl = pdl;
             for (int s = 0; s < 3; s++)
                 j.w[s] = l.qkv[s], j.y[s] = y + s * 16 * D;
             j.m[0] = D, j.m[1] = DKV, j.m[2] = DKV;
@@ -87,18 +88,21 @@ static void issue(cudaStream_t st, int type, const std::vector<layer> &L, int wh
         if (what & 2) {
             memset(&j, 0, sizeof j);
             j.nseg = 1, j.mode = MTPLX_MMV_ADD, j.mma = mma, j.mma_q4k = !xq, j.xq = xq;
+            j.pdl = pdl;
             j.w[0] = l.o, j.y[0] = y, j.m[0] = D;
             CK(mtplx_cuda_mmv(st, type, &j, D, x, n));
         }
         if (what & 4) {
             memset(&j, 0, sizeof j);
             j.nseg = 2, j.mode = MTPLX_MMV_SWIGLU, j.mma = mma, j.mma_q4k = !xq, j.xq = xq;
+            j.pdl = pdl;
             j.w[0] = l.gate, j.w[1] = l.up, j.y[0] = yff, j.m[0] = FF, j.m[1] = FF;
             CK(mtplx_cuda_mmv(st, type, &j, D, x, n));
         }
         if (what & 8) {
             memset(&j, 0, sizeof j);
             j.nseg = 1, j.mode = MTPLX_MMV_ADD, j.mma = mma, j.mma_q4k = !xq, j.xq = xq;
+            j.pdl = pdl;
             j.w[0] = l.down, j.y[0] = y, j.m[0] = D;
             CK(mtplx_cuda_mmv(st, type, &j, FF, x, n));
         }
@@ -206,12 +210,11 @@ int main(int argc, char **argv) {
                      {"i8 pdl", true, xq, true}};
         for (const path &p : paths) {
             if (type == MTPLX_TYPE_BF16 && p.xq) continue;
-            mtplx_cuda_mmv_i8_set_pdl(p.pdl);
             double t1 = 0;
             printf("  %-8s", p.name);
             for (int64_t n : {1, 2, 4, 8, 16}) {
-                double ms =
-                    time_captured(st, [&] { issue(st, type, L, 15, p.mma, p.xq, x, y, yff, n); });
+                double ms = time_captured(
+                    st, [&] { issue(st, type, L, 15, p.mma, p.xq, p.pdl, x, y, yff, n); });
                 if (n == 1) {
                     t1 = ms;
                     printf(" n=1 %.3f ms %5.0f GB/s |", ms, bytes / ms / 1e6);
@@ -225,7 +228,7 @@ int main(int argc, char **argv) {
             double tot = 6144.0 * D + D * D + 2.0 * FF * D + D * FF;
             for (int w = 0; w < 4; w++) {
                 double ms = time_captured(
-                    st, [&] { issue(st, type, L, 1 << w, p.mma, p.xq, x, y, yff, 1); });
+                    st, [&] { issue(st, type, L, 1 << w, p.mma, p.xq, p.pdl, x, y, yff, 1); });
                 printf("  %s %.0f GB/s (%.1f us)", kn[w], bytes * share[w] / tot / ms / 1e6,
                        ms * 1e3 / nl);
             }

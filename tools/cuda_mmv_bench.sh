@@ -5,6 +5,10 @@
 #
 #   tools/cuda_mmv_bench.sh ["NAME:-DFLAG=V -DFLAG2=V" ...]   (default: one build, no flags)
 #
+# A variant named NAME@FILE builds FILE (another version of mmv_i8.cu, from
+# the repo root) in place of src/cuda/mmv_i8.cu: an old kernel beside the
+# new one in the same run (it must export what cuda_mmv_bench.cu calls).
+#
 # Output to $OUT (or /tmp): cuda_mmv_bench.txt. WAIT_FOR=FILE: build, then
 # wait for FILE to exist before running (so that the GPU is otherwise idle
 # while a build elsewhere is done first).
@@ -20,7 +24,9 @@ F="-O3 -std=c++17 -arch=sm_90 -I$ROOT/include -I$ROOT/src -DMTPLX_HAVE_CUDA -D_G
 "$NVCC" $F -c "$ROOT/tools/cuda_mmv_bench.cu" -o "$B/bench.o" &
 i=0
 for v in "$@"; do
-    "$NVCC" $F ${v#*:} -c "$ROOT/src/cuda/mmv_i8.cu" -o "$B/i8_$i.o" &
+    name=${v%%:*} src="$ROOT/src/cuda/mmv_i8.cu"
+    [ "$name" != "${name#*@}" ] && src="$ROOT/${name#*@}"
+    "$NVCC" $F ${v#*:} -c "$src" -o "$B/i8_$i.o" &
     i=$((i + 1))
 done
 wait

@@ -69,14 +69,16 @@
  * mtplx_cuda_set_paths() does the same at run time.
  *
  * Small-n matmuls and fused ops. Matmuls of n <= 16 rows (decode, verify)
- * run on mmv.cu's GEMV; the Q8_0 weights it reads are repacked once at
- * upload, into a second map (a tied embedding is still read in GGUF layout
- * by get_rows). backend.h's fused ops (matmul_multi, matmul_swiglu and
- * matmul_add are mmv modes; qk_norm_rope_store is attn_prep.cu) take a Qwen3
- * layer's decode step from 19 launches to 8. On an H200 (tools/cuda_bench.sh,
- * 2026-12-01, random weights): 0.6B decode BF16 1.59 -> 1.02 ms, Q8_0 1.70 ->
- * 1.00, Q4_K 1.89 -> 1.00; 8B Q4_K 7.91 -> 4.00 ms; test_cuda 250/250,
- * graphs on/off bit-identical, greedy texts identical. Switches, in the
+ * run on mmv.cu's GEMV; the Q8_0 weights it reads (and Q4_K's, for
+ * mmv_i8.cu) are repacked once at upload, into a second map (a tied
+ * embedding is still read in GGUF layout by get_rows, and a prefill's GEMM
+ * reads the GGUF copy in the first map). backend.h's fused ops
+ * (matmul_multi, matmul_swiglu and matmul_add are mmv modes;
+ * qk_norm_rope_store is attn_prep.cu) take a Qwen3 layer's decode step from
+ * 19 launches to 8. On an H200 (tools/cuda_bench.sh, 2026-12-01, random
+ * weights): 0.6B decode BF16 1.59 -> 1.02 ms, Q8_0 1.70 -> 1.00, Q4_K 1.89
+ * -> 1.00; 8B Q4_K 7.91 -> 4.00 ms; test_cuda 250/250, graphs on/off
+ * bit-identical, greedy texts identical. Switches, in the
  * environment: MTPLX_CUDA_MMV=0, kernels.cu's mm_kernel for every matmul and
  * no fused matmuls; MTPLX_CUDA_FUSE=0, mmv but no fused op;
  * MTPLX_CUDA_MMA=0, BF16, Q8_0 and Q4_K on mmv.cu's f32 GEMV instead of
@@ -84,10 +86,14 @@
  * Q8_0 about a quarter slower: bench/RESULTS.md section 13); Q8_0 and Q4_K
  * there go to mmv_i8.cu's int8 tensor cores (x made integer once per matmul
  * into the scratch c->xq) unless MTPLX_CUDA_I8=0 (then mmv_tc.cu's bf16
- * ones, as before: bench/RESULTS.md section 18). Opt-in, not yet
- * run on a GPU beyond test_cuda's op checks: MTPLX_CUDA_FUSE_NORM=1 also
- * folds the layers' rmsnorms into the QKV and gate/up matmuls and the final
- * norm into the output head (6 launches a layer instead of 8).
+ * ones, as before: bench/RESULTS.md section 18). There the GEMV is launched
+ * as a programmatic dependent of the x kernel (sm_90; MTPLX_CUDA_PDL=0: not),
+ * and the layers' rmsnorms are folded into the QKV and gate/up matmuls and
+ * the final norm into the output head (6 launches a layer instead of 8; the
+ * x kernel applies the norm at no cost). MTPLX_CUDA_FUSE_NORM=1 folds them
+ * into every mmv path (on the f32 GEMV it made 0.6B BF16 decode 4% faster
+ * but n = 4 worse, bench/RESULTS.md section 16), =0 into none
+ * (bench/RESULTS.md section 18a).
  *
  * Left out for now: sampling at temperature > 0 and its acceptance test on
  * the GPU (the logits rows are copied back for those), several GPUs. */
@@ -114,6 +120,8 @@ typedef struct {
 } param_map;
 
 enum { MAX_GRAPHS = 128, PICK_ROWS = 32 };
+/* where the rmsnorm before a matmul is fused into it (norm_ok) */
+enum { FUSE_NORM_OFF, FUSE_NORM_I8, FUSE_NORM_ALL };
 /* split-k partials of the tensor-core GEMM: it splits only while its tiles
  * number fewer than the SMs, so it needs at most about 3 n_sm tiles of
  * 64 x 64 floats (6.5 MB on 132 SMs); it splits less when this is short */
@@ -138,7 +146,7 @@ typedef struct {
      * it; off: kernels.cu's mm_kernel and the plain ops (MTPLX_CUDA_MMV=0,
      * MTPLX_CUDA_FUSE=0) */
     bool mmv, fuse;
-    bool fuse_norm; /* rmsnorm fused into the matmul after it (opt-in: MTPLX_CUDA_FUSE_NORM=1) */
+    int fuse_norm; /* rmsnorm fused into the matmul after it: FUSE_NORM_* (norm_ok) */
     /* gather ids of plain (uncaptured) multi-row get_rows */
     int32_t *ids_dev;
     int64_t ids_cap;
@@ -258,18 +266,32 @@ static const void *param(cuda_backend *c, const void *host, size_t bytes) {
     return dev;
 }
 
-/* Whether Q8_0 weights of k go to mmv_i8.cu with the current paths, which
- * reads its own interleaved packing (mtplx_cuda_repack_q8_0_i8). */
-static bool q8_i8(const cuda_backend *c, int64_t k) {
+/* Whether weights of this type and k go to mmv_i8.cu with the current
+ * paths, which reads its own packings of Q8_0 and Q4_K
+ * (mtplx_cuda_repack_q8_0_i8, mtplx_cuda_repack_q4_k_i8). */
+static bool takes_i8(const cuda_backend *c, int type, int64_t k) {
     mtplx_cuda_mmv_job j = {.mma = c->paths.mma, .mma_q4k = c->paths.mma_q4k, .xq = c->xq};
-    return c->paths.mma && mtplx_cuda_mmv_i8_ok(MTPLX_TYPE_Q8_0, k, &j);
+    return c->paths.mma && mtplx_cuda_mmv_i8_ok(type, k, &j);
 }
 
-/* A weight as the mmv kernel reads it: Q8_0 repacked on the GPU (the GGUF
- * bytes go up to a scratch buffer, which is freed once repacked; in the
- * layout of the kernel the current paths send it to), the other types as
- * they are. */
+/* A weight as the mmv kernel reads it, in the layout of the kernel the
+ * current paths send it to: Q8_0 repacked on the GPU (the GGUF bytes go up
+ * to a scratch buffer, which is freed once repacked); Q4_K for mmv_i8.cu
+ * uploaded into its own buffer and permuted there in place (same size, no
+ * scratch); the other types, and Q4_K for the other kernels, as they are. */
 static const void *mmv_weight(cuda_backend *c, const mtplx_weight *w) {
+    if (w->type == MTPLX_TYPE_Q4_K && takes_i8(c, w->type, w->k)) {
+        size_t bytes = weight_bytes(w);
+        void *dev = map_get(&c->packed, w->data, bytes);
+        if (dev) return dev;
+        cudaStream_t on;
+        dev = upload_new(c, w->data, bytes, &on);
+        CK(mtplx_cuda_repack_q4_k_i8(on, dev, w->m, w->k), "Q4_K repack");
+        if (on != c->stream) CK(cudaStreamSynchronize(on), "Q4_K repack (synchronize)");
+        c->param_bytes += bytes;
+        map_put(&c->packed, w->data, dev, bytes);
+        return dev;
+    }
     if (w->type != MTPLX_TYPE_Q8_0) return param(c, w->data, weight_bytes(w));
     size_t bytes = mtplx_cuda_q8_0_packed_row(w->k) * (size_t)w->m;
     void *dev = map_get(&c->packed, w->data, bytes);
@@ -281,7 +303,7 @@ static const void *mmv_weight(cuda_backend *c, const mtplx_weight *w) {
                   (double)bytes / 1e6);
         CK(cudaErrorMemoryAllocation, "cudaMalloc (weights)");
     }
-    CK(q8_i8(c, w->k) ? mtplx_cuda_repack_q8_0_i8(on, raw, dev, w->m, w->k)
+    CK(takes_i8(c, w->type, w->k) ? mtplx_cuda_repack_q8_0_i8(on, raw, dev, w->m, w->k)
                       : mtplx_cuda_repack_q8_0(on, raw, dev, w->m, w->k),
        "Q8_0 repack");
     CK(cudaStreamSynchronize(on), "Q8_0 repack (synchronize)");
@@ -310,7 +332,7 @@ static mtplx_cuda_mmv_job mmv_job1(cuda_backend *c, int mode, const mtplx_weight
                                 .y = {y},
                                 .m = {w->m},
                                 .mma = c->paths.mma, .mma_q4k = c->paths.mma_q4k,
-                                .xq = c->xq};
+                                .xq = c->xq, .pdl = c->paths.pdl};
 }
 
 /* Tensor cores for a prefill's many rows (header comment); the GEMV for the
@@ -355,9 +377,14 @@ static bool same_kind(const mtplx_weight *a, const mtplx_weight *b) {
     return a->type == b->type && a->k == b->k;
 }
 
-/* The fused rmsnorm (backend.h's norm argument) only with MTPLX_CUDA_FUSE_NORM=1. */
-static bool norm_ok(const cuda_backend *c, const float *norm) {
-    return !norm || c->fuse_norm;
+/* The fused rmsnorm (backend.h's norm argument) for weight w: by default
+ * only where w goes to mmv_i8.cu, whose x kernel applies it for free (the
+ * f32 GEMV's fused norm made n = 4 worse, and mmv_tc.cu does not take one:
+ * BF16 and Q8_0 would leave the tensor cores); MTPLX_CUDA_FUSE_NORM=1
+ * everywhere, =0 nowhere. */
+static bool norm_ok(const cuda_backend *c, const float *norm, const mtplx_weight *w) {
+    return !norm || c->fuse_norm == FUSE_NORM_ALL ||
+           (c->fuse_norm == FUSE_NORM_I8 && takes_i8(c, w->type, w->k));
 }
 
 static void set_norm(cuda_backend *c, mtplx_cuda_mmv_job *j, const float *norm, float eps,
@@ -370,11 +397,11 @@ static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const
                             const float *const *bias, const float *x, const float *norm, float eps,
                             int64_t n, float *const *y) {
     cuda_backend *c = (cuda_backend *)be;
-    if (nw < 1 || nw > 3 || !fusable(c, w[0], x, n) || !norm_ok(c, norm)) return false;
+    if (nw < 1 || nw > 3 || !fusable(c, w[0], x, n) || !norm_ok(c, norm, w[0])) return false;
     for (int i = 1; i < nw; i++)
         if (!same_kind(w[i], w[0])) return false;
     mtplx_cuda_mmv_job j = {.nseg = nw, .mode = MTPLX_MMV_STORE, .mma = c->paths.mma,
-                            .mma_q4k = c->paths.mma_q4k, .xq = c->xq};
+                            .mma_q4k = c->paths.mma_q4k, .xq = c->xq, .pdl = c->paths.pdl};
     for (int i = 0; i < nw; i++) {
         j.w[i] = mmv_weight(c, w[i]);
         j.bias[i] = param(c, bias[i], (size_t)w[i]->m * sizeof(float));
@@ -389,7 +416,8 @@ static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const
 static bool cu_matmul_swiglu(mtplx_backend *be, const mtplx_weight *gate, const mtplx_weight *up,
                              const float *x, const float *norm, float eps, int64_t n, float *out) {
     cuda_backend *c = (cuda_backend *)be;
-    if (!fusable(c, gate, x, n) || !same_kind(gate, up) || gate->m != up->m || !norm_ok(c, norm))
+    if (!fusable(c, gate, x, n) || !same_kind(gate, up) || gate->m != up->m ||
+        !norm_ok(c, norm, gate))
         return false;
     mtplx_cuda_mmv_job j = mmv_job1(c, MTPLX_MMV_SWIGLU, gate, NULL, out);
     j.nseg = 2;
@@ -675,7 +703,8 @@ void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p) {
         drop_graphs(c); /* captured with the old paths */
     }
     if (repack) {
-        /* Q8_0's packing follows the kernel (q8_i8): packed again on next use */
+        /* Q8_0's and Q4_K's packings follow the kernel (takes_i8): packed
+         * again on next use */
         for (size_t i = 0; i < c->packed.cap; i++)
             if (c->packed.slot[i].host) c->param_bytes -= c->packed.slot[i].bytes;
         map_free(&c->packed);
@@ -688,18 +717,20 @@ void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p) {
 static mtplx_cuda_paths paths_from_env(void) {
     const char *tc = getenv("MTPLX_CUDA_TC"), *fa = getenv("MTPLX_CUDA_FLASH");
     const char *sk = getenv("MTPLX_CUDA_TC_SPLIT"), *mma = getenv("MTPLX_CUDA_MMA");
-    const char *q4k = getenv("MTPLX_CUDA_MMA_Q4K");
+    const char *q4k = getenv("MTPLX_CUDA_MMA_Q4K"), *pdl = getenv("MTPLX_CUDA_PDL");
     mtplx_cuda_paths p = {.tc = true,
                           .tc_f32 = false,
                           .tc_split = true,
                           .flash = true,
                           .mma = true,
+                          .pdl = true,
                           .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};
     if (tc && strcmp(tc, "0") == 0) p.tc = false;
     if (sk && strcmp(sk, "0") == 0) p.tc_split = false;
     if (tc && strcmp(tc, "all") == 0) p.tc_f32 = true;
     if (fa && strcmp(fa, "0") == 0) p.flash = false;
     if (mma && strcmp(mma, "0") == 0) p.mma = false;
+    if (pdl && strcmp(pdl, "0") == 0) p.pdl = false;
     p.mma_q4k_auto = !(q4k && (strcmp(q4k, "0") == 0 || strcmp(q4k, "1") == 0));
     p.mma_q4k = q4k && strcmp(q4k, "1") == 0;
     return p;
@@ -787,7 +818,7 @@ static void cu_free(mtplx_backend *be) {
               (double)c->param_bytes / 1e6, c->graphs ? "on" : "off", (long long)c->gstats.captured,
               (long long)c->gstats.replayed, (long long)c->gstats.plain, (long long)c->gstats.failed,
               c->mmv ? "on" : "off", c->mmv && c->paths.mma ? (c->paths.mma_q4k ? " (tensor cores for BF16, Q8_0, Q4_K)" : c->xq ? " (tensor cores for BF16; int8 ones for Q8_0, Q4_K)" : " (tensor cores for BF16, Q8_0)") : "",
-              c->fuse ? "on" : "off", c->fuse_norm ? " (norms too)" : "",
+              c->fuse ? "on" : "off", c->fuse_norm == FUSE_NORM_ALL ? " (norms too)" : c->fuse_norm == FUSE_NORM_I8 ? " (norms too, int8 paths)" : "",
               c->paths.tc ? (c->paths.tc_f32 ? "on (F32 too)" : "on") : "off",
               c->paths.tc && !c->paths.tc_split ? " without split-k" : "",
               c->paths.flash ? "on" : "off");
@@ -877,9 +908,6 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
         e = cudaMalloc(&c->xq, xb);
         /* zeroed: the GEMV reads the scales of unused columns (and drops them) */
         if (e == cudaSuccess) e = cudaMemset(c->xq, 0, xb);
-        /* MTPLX_CUDA_PDL=1: the GEMV starts loading weights while x is made */
-        const char *pdl = getenv("MTPLX_CUDA_PDL");
-        mtplx_cuda_mmv_i8_set_pdl(pdl && strcmp(pdl, "1") == 0);
     }
     if (e != cudaSuccess || !c->gs) {
         (void)cudaGetLastError();
@@ -925,11 +953,14 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
      * out when a GPU run looks wrong */
     c->mmv = !env_is_0("MTPLX_CUDA_MMV");
     c->fuse = !env_is_0("MTPLX_CUDA_FUSE");
-    /* MTPLX_CUDA_FUSE_NORM=1: the layers' rmsnorms inside the QKV and gate/up
-     * matmuls and the final norm inside the output head (two launches a
-     * layer fewer); off by default until a GPU run has checked it */
+    /* the layers' rmsnorms inside the QKV and gate/up matmuls and the final
+     * norm inside the output head (two launches a layer fewer): by default
+     * where those go to mmv_i8.cu (norm_ok); MTPLX_CUDA_FUSE_NORM=1 for every
+     * mmv path, =0 for none */
     const char *fn = getenv("MTPLX_CUDA_FUSE_NORM");
-    c->fuse_norm = c->fuse && fn && strcmp(fn, "1") == 0;
+    c->fuse_norm = !c->fuse || env_is_0("MTPLX_CUDA_FUSE_NORM") ? FUSE_NORM_OFF
+                   : fn && strcmp(fn, "1") == 0                 ? FUSE_NORM_ALL
+                                                                : FUSE_NORM_I8;
     /* with MTPLX_CUDA_ARGMAX=0, greedy decoding copies whole logits rows
      * back and picks on the host */
     const char *am = getenv("MTPLX_CUDA_ARGMAX");

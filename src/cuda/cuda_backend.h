@@ -64,10 +64,13 @@ mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be);
  * a time: a model with an MTP head, or a backend several contexts share
  * (engine/context.c). With mma_q4k off, Q8_0 and Q4_K decode on the int8
  * tensor cores instead (mmv_i8.cu: faster for 1 row, 1.25x / 1.7x for 4;
- * bench/RESULTS.md section 18; MTPLX_CUDA_I8=0: not). Changing a path drops
- * the captured graphs (and Q8_0's packing where the kernel changes). */
+ * bench/RESULTS.md section 18; MTPLX_CUDA_I8=0: not), whose GEMV is launched
+ * as a programmatic dependent of its x kernel on sm_90 (pdl; off with
+ * MTPLX_CUDA_PDL=0: bench/RESULTS.md section 18a). Changing a path drops
+ * the captured graphs (and Q8_0's and Q4_K's packings where the kernel
+ * changes). */
 typedef struct mtplx_cuda_paths {
-    bool tc, tc_f32, tc_split, flash, mma, mma_q4k, mma_q4k_auto;
+    bool tc, tc_f32, tc_split, flash, mma, mma_q4k, mma_q4k_auto, pdl;
     int64_t tc_min_rows;
 } mtplx_cuda_paths;
 /* A batched verification step of several generations (mtplx_gen_step_many)
