@@ -8,6 +8,18 @@
  * Plus the rejection sampler alone on enumerated small vocabularies. */
 #include "test_util.h"
 
+/* Log-probabilities of the emitted tokens, to compare two paths' events. */
+typedef struct lp_collect {
+    int32_t n;
+    float lp[512];
+} lp_collect;
+
+static int lp_collect_cb(const mtplx_token_event *ev, void *user) {
+    lp_collect *c = user;
+    if (ev->id >= 0 && c->n < 512) c->lp[c->n++] = ev->logprob;
+    return 0;
+}
+
 /* q8_head: the head's matrices as the Q8_0 draft copy (MTPLX_MTP_Q8_0) and
  * the lm_head the head drafts with as a Q4_0 copy (MTPLX_DRAFT_LM_Q4_0), the
  * defaults, which may change acceptance but never the output; without: the
@@ -39,18 +51,36 @@ static void greedy_equal_with(bool q8_head) {
     memset(&ar, 0, sizeof ar);
     assert_int_equal(mtplx_generate(c, prompt, 5, &gp, tu_collect_cb, &ar, NULL), MTPLX_OK);
     assert_int_equal(ar.n, 96);
-    for (int depth = 1; depth <= 6; depth++) {
-        memset(&sp, 0, sizeof sp);
-        gp.draft_depth = depth > 4 ? depth - 3 : depth;
-        gp.draft_vocab = depth > 4 ? 64 : -1; /* depths 2 and 3 again, drafting over ids < 64 */
-        mtplx_gen_stats st;
-        assert_int_equal(mtplx_generate(c, prompt, 5, &gp, tu_collect_cb, &sp, &st), MTPLX_OK);
-        char what[64];
-        snprintf(what, sizeof what, "depth %d (draft vocab %d)", gp.draft_depth, gp.draft_vocab);
-        tu_assert_same_ids(&ar, &sp, what);
-        assert_true(st.n_forward < 96); /* at least something was accepted... */
-        assert_true(st.drafted[0] > 0);
+    /* no_event_logits: every pick by the backend's argmax_rows (the CPU's
+     * too), no distributions built; the same tokens and log-probabilities */
+    static lp_collect lp_host, lp_pick;
+    memset(&lp_host, 0, sizeof lp_host);
+    memset(&lp_pick, 0, sizeof lp_pick);
+    assert_int_equal(mtplx_generate(c, prompt, 5, &gp, lp_collect_cb, &lp_host, NULL), MTPLX_OK);
+    for (int picks = 0; picks <= 1; picks++) {
+        gp.no_event_logits = picks;
+        for (int depth = 0; depth <= 6; depth++) {
+            memset(&sp, 0, sizeof sp);
+            gp.draft_depth = depth > 4 ? depth - 3 : depth;
+            gp.draft_vocab = depth > 4 ? 64 : -1; /* depths 2 and 3 again, drafting over ids < 64 */
+            mtplx_gen_stats st;
+            assert_int_equal(mtplx_generate(c, prompt, 5, &gp, tu_collect_cb, &sp, &st), MTPLX_OK);
+            char what[64];
+            snprintf(what, sizeof what, "depth %d (draft vocab %d, picks %d)", gp.draft_depth, gp.draft_vocab,
+                     picks);
+            tu_assert_same_ids(&ar, &sp, what);
+            if (depth == 0) continue;
+            assert_true(st.n_forward < 96); /* at least something was accepted... */
+            assert_true(st.drafted[0] > 0);
+        }
+        if (picks) {
+            gp.draft_depth = 3;
+            gp.draft_vocab = -1;
+            assert_int_equal(mtplx_generate(c, prompt, 5, &gp, lp_collect_cb, &lp_pick, NULL), MTPLX_OK);
+        }
     }
+    assert_int_equal(lp_pick.n, lp_host.n);
+    assert_memory_equal(lp_pick.lp, lp_host.lp, (size_t)lp_host.n * sizeof(float));
     mtplx_ctx_free(c);
     mtplx_model_free(m);
 }

@@ -77,6 +77,19 @@ static void cpu_get_row(mtplx_backend *be, const mtplx_weight *w, int64_t id, fl
     mtplx_dequantize_row(w->type, (const char *)w->data + (size_t)id * rs, out, w->k);
 }
 
+/* The greedy pick in place: the logits are host memory already, so this is
+ * the sampler's rule (mtplx_argmax) and mtplx_logprob's log-softmax without
+ * the dense one-hot distributions the host path builds around them. */
+static void cpu_argmax_rows(mtplx_backend *be, const float *logits, int64_t n, int64_t V, int32_t *ids,
+                            float *logprob) {
+    for (int64_t i = 0; i < n; i++) {
+        const float *l = logits + i * V;
+        ids[i] = (int32_t)mtplx_argmax(l, V);
+        float lse = mtplx_log_sum_exp(l, V);
+        logprob[i] = lse == -INFINITY ? -INFINITY : l[ids[i]] - lse;
+    }
+}
+
 static void *cpu_buf_alloc(mtplx_backend *be, size_t bytes) {
     void *p = mtplx_aligned_alloc(64, bytes);
     if (p) memset(p, 0, bytes);
@@ -134,6 +147,7 @@ mtplx_status mtplx_backend_cpu_new(int n_threads, int64_t max_k, int64_t max_n, 
         .kv_store = cpu_kv_store,
         .attention = cpu_attention,
         .get_row = cpu_get_row,
+        .argmax_rows = cpu_argmax_rows,
         .buf_alloc = cpu_buf_alloc,
         .buf_free = cpu_buf_free,
         .free = cpu_free,
