@@ -20,20 +20,25 @@ static int lp_collect_cb(const mtplx_token_event *ev, void *user) {
     return 0;
 }
 
-/* q8_head: the head's matrices as the Q8_0 draft copy (MTPLX_MTP_Q8_0) and
+/* q8_head: the head's matrices as the Q8_0 draft copy (MTPLX_MTP_Q8_0),
+ * which the CPU replaces by Q4_0 copies unless q4_off (MTPLX_MTP_Q4_0), and
  * the lm_head the head drafts with as a Q4_0 copy (MTPLX_DRAFT_LM_Q4_0), the
  * defaults, which may change acceptance but never the output; without: the
  * head's own F32 weights. */
-static void greedy_equal_with(bool q8_head) {
+static void greedy_equal_with(bool q8_head, bool q4_off) {
     setenv("MTPLX_MTP_Q8_0", q8_head ? "1" : "0", 1);
+    setenv("MTPLX_MTP_Q4_0", q4_off ? "0" : "1", 1);
     setenv("MTPLX_DRAFT_LM_Q4_0", q8_head ? "1" : "0", 1);
     mtplx_model *m = tu_random_model(1, 3.0f);
     unsetenv("MTPLX_MTP_Q8_0");
+    unsetenv("MTPLX_MTP_Q4_0");
     unsetenv("MTPLX_DRAFT_LM_Q4_0");
     assert_int_equal(m->mtp[0].layer.w_up.type, q8_head ? MTPLX_TYPE_Q8_0 : MTPLX_TYPE_F32);
     assert_int_equal(m->mtp[0].eh_proj.type, q8_head ? MTPLX_TYPE_Q8_0 : MTPLX_TYPE_F32);
-    /* the lm_head copy is made by the first CPU context, not at load */
+    /* the CPU's copies (lm_head, Q4_0 head) are made by the first CPU
+     * context, not at load */
     assert_null(m->draft_output.data);
+    assert_null(m->draft_mtp);
     mtplx_ctx *c = NULL;
     mtplx_ctx_params cp = mtplx_ctx_default_params();
     cp.n_ctx = 256;
@@ -41,6 +46,12 @@ static void greedy_equal_with(bool q8_head) {
     assert_int_equal(mtplx_ctx_new(m, &cp, &c), MTPLX_OK);
     assert_int_equal(m->draft_output.type, q8_head ? MTPLX_TYPE_Q4_0 : 0);
     assert_true((m->draft_output.data != NULL) == q8_head);
+    assert_true((m->draft_mtp != NULL) == (q8_head && !q4_off));
+    if (m->draft_mtp) {
+        assert_int_equal(m->draft_mtp[0].layer.w_down.type, MTPLX_TYPE_Q4_0);
+        assert_int_equal(m->draft_mtp[0].eh_proj.type, MTPLX_TYPE_Q4_0);
+        assert_ptr_equal(m->draft_mtp[0].norm, m->mtp[0].norm);
+    }
     int32_t prompt[] = {1, 403, 261, 378, 285};
     mtplx_gen_params gp = mtplx_gen_default_params();
     gp.sampling.temperature = 0;
@@ -87,7 +98,7 @@ static void greedy_equal_with(bool q8_head) {
 
 static void greedy_equal(void **state) {
     (void)state;
-    greedy_equal_with(false);
+    greedy_equal_with(false, false);
 }
 
 /* Greedy with penalties: the draft and the verifier both pick after the
@@ -129,7 +140,12 @@ static void greedy_equal_penalties(void **state) {
 
 static void greedy_equal_q8_head(void **state) {
     (void)state;
-    greedy_equal_with(true);
+    greedy_equal_with(true, true);
+}
+
+static void greedy_equal_q4_head(void **state) {
+    (void)state;
+    greedy_equal_with(true, false);
 }
 
 /* Regularised upper tail of chi-square via Wilson-Hilferty: good to a few
@@ -678,6 +694,7 @@ int main(void) {
         cmocka_unit_test(rejection_sampler_exact),
         cmocka_unit_test(greedy_equal),
         cmocka_unit_test(greedy_equal_q8_head),
+        cmocka_unit_test(greedy_equal_q4_head),
         cmocka_unit_test(greedy_equal_penalties),
         cmocka_unit_test(distribution_exact),
         cmocka_unit_test(distribution_exact_draft_vocab),
