@@ -116,6 +116,13 @@ typedef struct mtplx_model_params {
      * test is exact for any draft distribution); acceptance can change (on
      * the built-in model it did not: bench/RESULTS.md section 6). */
     bool mtp_q8_0;
+    /* With mtp_q8_0, the CPU drafts with Q4_0 copies of those matrices
+     * instead (default true; MTPLX_MTP_Q4_0=0/1 overrides it): 0.53 of the
+     * Q8_0 copy's bytes and less arithmetic per draft step. Made by the first
+     * CPU context, like draft_lm_q4_0's copy; other backends draft with the
+     * Q8_0 copy. Exact; on the built-in model 1.9% fewer tokens per forward
+     * for a head step about a third cheaper (bench/RESULTS.md section 18b). */
+    bool mtp_q4_0;
     /* Draft with a Q4_0 copy of the output matrix (lm_head) (default true;
      * MTPLX_DRAFT_LM_Q4_0=0/1 overrides it; made only for a model with MTP
      * heads, used by the CPU backend only): 0.56 of a Q8_0 lm_head's bytes

@@ -90,6 +90,51 @@ static void test_small_ops(void **state) {
     free(x), free(w), free(out), free(g), free(u), free(y), free(h);
 }
 
+/* The sampler's greedy rule, written out: the first index of the largest,
+ * a NaN never larger. */
+static int64_t argmax_naive(const float *x, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+/* mtplx_argmax (every greedy pick) against the loop it replaced: random rows
+ * of sizes around the vector widths, ties (the first wins), -inf, NaN
+ * (skipped; first: answer 0), signed zeros, the largest last or first. */
+static void test_argmax(void **state) {
+    (void)state;
+    rng r = {11};
+    const int64_t sizes[] = {1, 2, 7, 8, 9, 31, 32, 33, 100, 1003, 8192};
+    float *x = xalloc(8192 * 4);
+    int checked = 0;
+    for (int v = 0; v < N_ISAS; v++) {
+        if (!use_isa(all_isas[v])) continue;
+        for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+            const int64_t n = sizes[s];
+            for (int c = 0; c < 9; c++) {
+                fill_gauss(&r, x, n, 4.f);
+                int64_t a = (int64_t)(rng_next(&r) % (uint64_t)n), b = (int64_t)(rng_next(&r) % (uint64_t)n);
+                switch (c) {
+                case 1: x[a] = x[b] = 50.f; break;                      /* a tie */
+                case 2: for (int64_t i = 0; i < n; i++) x[i] = -INFINITY; break;
+                case 3: x[a] = NAN; break;                               /* skipped */
+                case 4: x[0] = NAN; break;                               /* answer 0 */
+                case 5: for (int64_t i = 0; i < n; i++) x[i] = i % 3 ? -0.0f : 0.0f; break;
+                case 6: for (int64_t i = 0; i < n; i++) x[i] = -1.f; x[n - 1] = 0; break;
+                case 7: x[0] = INFINITY; x[a] = INFINITY; break;
+                case 8: for (int64_t i = 0; i < n; i++) x[i] = (float)(i % 5); break;
+                default: break;
+                }
+                assert_int_equal(mtplx_argmax(x, n), argmax_naive(x, n));
+                checked++;
+            }
+        }
+    }
+    printf("argmax: %d rows match the sampler's loop\n", checked);
+    free(x);
+}
+
 typedef struct attn_case {
     int64_t n_tok, pos0;
     int n_head, n_head_kv, hd, kv_type;
@@ -240,6 +285,7 @@ static void test_attention(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_small_ops),
+        cmocka_unit_test(test_argmax),
         cmocka_unit_test(test_attention),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

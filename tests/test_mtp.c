@@ -8,20 +8,37 @@
  * Plus the rejection sampler alone on enumerated small vocabularies. */
 #include "test_util.h"
 
-/* q8_head: the head's matrices as the Q8_0 draft copy (MTPLX_MTP_Q8_0) and
+/* Log-probabilities of the emitted tokens, to compare two paths' events. */
+typedef struct lp_collect {
+    int32_t n;
+    float lp[512];
+} lp_collect;
+
+static int lp_collect_cb(const mtplx_token_event *ev, void *user) {
+    lp_collect *c = user;
+    if (ev->id >= 0 && c->n < 512) c->lp[c->n++] = ev->logprob;
+    return 0;
+}
+
+/* q8_head: the head's matrices as the Q8_0 draft copy (MTPLX_MTP_Q8_0),
+ * which the CPU replaces by Q4_0 copies unless q4_off (MTPLX_MTP_Q4_0), and
  * the lm_head the head drafts with as a Q4_0 copy (MTPLX_DRAFT_LM_Q4_0), the
  * defaults, which may change acceptance but never the output; without: the
  * head's own F32 weights. */
-static void greedy_equal_with(bool q8_head) {
+static void greedy_equal_with(bool q8_head, bool q4_off) {
     setenv("MTPLX_MTP_Q8_0", q8_head ? "1" : "0", 1);
+    setenv("MTPLX_MTP_Q4_0", q4_off ? "0" : "1", 1);
     setenv("MTPLX_DRAFT_LM_Q4_0", q8_head ? "1" : "0", 1);
     mtplx_model *m = tu_random_model(1, 3.0f);
     unsetenv("MTPLX_MTP_Q8_0");
+    unsetenv("MTPLX_MTP_Q4_0");
     unsetenv("MTPLX_DRAFT_LM_Q4_0");
     assert_int_equal(m->mtp[0].layer.w_up.type, q8_head ? MTPLX_TYPE_Q8_0 : MTPLX_TYPE_F32);
     assert_int_equal(m->mtp[0].eh_proj.type, q8_head ? MTPLX_TYPE_Q8_0 : MTPLX_TYPE_F32);
-    /* the lm_head copy is made by the first CPU context, not at load */
+    /* the CPU's copies (lm_head, Q4_0 head) are made by the first CPU
+     * context, not at load */
     assert_null(m->draft_output.data);
+    assert_null(m->draft_mtp);
     mtplx_ctx *c = NULL;
     mtplx_ctx_params cp = mtplx_ctx_default_params();
     cp.n_ctx = 256;
@@ -29,6 +46,12 @@ static void greedy_equal_with(bool q8_head) {
     assert_int_equal(mtplx_ctx_new(m, &cp, &c), MTPLX_OK);
     assert_int_equal(m->draft_output.type, q8_head ? MTPLX_TYPE_Q4_0 : 0);
     assert_true((m->draft_output.data != NULL) == q8_head);
+    assert_true((m->draft_mtp != NULL) == (q8_head && !q4_off));
+    if (m->draft_mtp) {
+        assert_int_equal(m->draft_mtp[0].layer.w_down.type, MTPLX_TYPE_Q4_0);
+        assert_int_equal(m->draft_mtp[0].eh_proj.type, MTPLX_TYPE_Q4_0);
+        assert_ptr_equal(m->draft_mtp[0].norm, m->mtp[0].norm);
+    }
     int32_t prompt[] = {1, 403, 261, 378, 285};
     mtplx_gen_params gp = mtplx_gen_default_params();
     gp.sampling.temperature = 0;
@@ -39,25 +62,43 @@ static void greedy_equal_with(bool q8_head) {
     memset(&ar, 0, sizeof ar);
     assert_int_equal(mtplx_generate(c, prompt, 5, &gp, tu_collect_cb, &ar, NULL), MTPLX_OK);
     assert_int_equal(ar.n, 96);
-    for (int depth = 1; depth <= 6; depth++) {
-        memset(&sp, 0, sizeof sp);
-        gp.draft_depth = depth > 4 ? depth - 3 : depth;
-        gp.draft_vocab = depth > 4 ? 64 : -1; /* depths 2 and 3 again, drafting over ids < 64 */
-        mtplx_gen_stats st;
-        assert_int_equal(mtplx_generate(c, prompt, 5, &gp, tu_collect_cb, &sp, &st), MTPLX_OK);
-        char what[64];
-        snprintf(what, sizeof what, "depth %d (draft vocab %d)", gp.draft_depth, gp.draft_vocab);
-        tu_assert_same_ids(&ar, &sp, what);
-        assert_true(st.n_forward < 96); /* at least something was accepted... */
-        assert_true(st.drafted[0] > 0);
+    /* no_event_logits: every pick by the backend's argmax_rows (the CPU's
+     * too), no distributions built; the same tokens and log-probabilities */
+    static lp_collect lp_host, lp_pick;
+    memset(&lp_host, 0, sizeof lp_host);
+    memset(&lp_pick, 0, sizeof lp_pick);
+    assert_int_equal(mtplx_generate(c, prompt, 5, &gp, lp_collect_cb, &lp_host, NULL), MTPLX_OK);
+    for (int picks = 0; picks <= 1; picks++) {
+        gp.no_event_logits = picks;
+        for (int depth = 0; depth <= 6; depth++) {
+            memset(&sp, 0, sizeof sp);
+            gp.draft_depth = depth > 4 ? depth - 3 : depth;
+            gp.draft_vocab = depth > 4 ? 64 : -1; /* depths 2 and 3 again, drafting over ids < 64 */
+            mtplx_gen_stats st;
+            assert_int_equal(mtplx_generate(c, prompt, 5, &gp, tu_collect_cb, &sp, &st), MTPLX_OK);
+            char what[64];
+            snprintf(what, sizeof what, "depth %d (draft vocab %d, picks %d)", gp.draft_depth, gp.draft_vocab,
+                     picks);
+            tu_assert_same_ids(&ar, &sp, what);
+            if (depth == 0) continue;
+            assert_true(st.n_forward < 96); /* at least something was accepted... */
+            assert_true(st.drafted[0] > 0);
+        }
+        if (picks) {
+            gp.draft_depth = 3;
+            gp.draft_vocab = -1;
+            assert_int_equal(mtplx_generate(c, prompt, 5, &gp, lp_collect_cb, &lp_pick, NULL), MTPLX_OK);
+        }
     }
+    assert_int_equal(lp_pick.n, lp_host.n);
+    assert_memory_equal(lp_pick.lp, lp_host.lp, (size_t)lp_host.n * sizeof(float));
     mtplx_ctx_free(c);
     mtplx_model_free(m);
 }
 
 static void greedy_equal(void **state) {
     (void)state;
-    greedy_equal_with(false);
+    greedy_equal_with(false, false);
 }
 
 /* Greedy with penalties: the draft and the verifier both pick after the
@@ -99,7 +140,12 @@ static void greedy_equal_penalties(void **state) {
 
 static void greedy_equal_q8_head(void **state) {
     (void)state;
-    greedy_equal_with(true);
+    greedy_equal_with(true, true);
+}
+
+static void greedy_equal_q4_head(void **state) {
+    (void)state;
+    greedy_equal_with(true, false);
 }
 
 /* Regularised upper tail of chi-square via Wilson-Hilferty: good to a few
@@ -648,6 +694,7 @@ int main(void) {
         cmocka_unit_test(rejection_sampler_exact),
         cmocka_unit_test(greedy_equal),
         cmocka_unit_test(greedy_equal_q8_head),
+        cmocka_unit_test(greedy_equal_q4_head),
         cmocka_unit_test(greedy_equal_penalties),
         cmocka_unit_test(distribution_exact),
         cmocka_unit_test(distribution_exact_draft_vocab),

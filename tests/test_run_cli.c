@@ -45,6 +45,15 @@ static void default_mtp_equals_ar(void **s) {
         assert_int_equal(run(args, sp, sizeof sp), 0);
         assert_string_equal(ar, sp);
     }
+    /* the head's draft copy in Q8_0 instead of the default Q4_0, and its
+     * own float weights: other drafts, the same text */
+    const char *copies[] = {"--no-draft-q4", "--draft-q4", "--no-draft-q8"};
+    for (int i = 0; i < 3; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "run -p 'The old man looked at the sea and' --temp 0 -n 120 %s", copies[i]);
+        assert_int_equal(run(args, sp, sizeof sp), 0);
+        assert_string_equal(ar, sp);
+    }
 }
 
 static void bad_input(void **s) {

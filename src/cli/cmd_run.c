@@ -31,8 +31,11 @@ static void help(void) {
            "      --draft-vocab N     the head drafts over the first N token ids only\n"
            "                          (exact for any N; default -1: all of them)\n"
            "      --no-draft-q8       draft with the MTP head's own float weights, not the\n"
-           "                          default Q8_0 copy (half the bytes per draft step;\n"
-           "                          exact either way, acceptance may differ)\n"
+           "                          default quantized copy (half the bytes per draft step\n"
+           "                          or less; exact either way, acceptance may differ)\n"
+           "      --no-draft-q4       on the CPU, that copy in Q8_0, not the default Q4_0\n"
+           "                          (a third cheaper head step, ~2%% fewer tokens per\n"
+           "                          forward on the built-in model; likewise exact)\n"
            "      --no-draft-lm-q4    draft with the model's lm_head, not the default\n"
            "                          Q4_0 copy (CPU; likewise)\n"
            "      --adaptive          adapt the draft depth to the running acceptance\n"
@@ -62,7 +65,7 @@ static int on_token(const mtplx_token_event *ev, void *user) {
 int cmd_run(int argc, char **argv) {
     enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_PRES, O_FREQ, O_DEPTH, O_NOMTP,
            O_ADAPT, O_IGNEOS, O_KVF32, O_TOK, O_NOSPEC, O_MODE, O_NOADAPT, O_DEVICE, O_DVOCAB, O_KVTYPE,
-           O_DQ8, O_DLM4, O_NODQ8, O_NODLM4 };
+           O_DQ8, O_DLM4, O_NODQ8, O_NODLM4, O_DQ4, O_NODQ4 };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},     {"prompt", required_argument, 0, 'p'},
         {"file", required_argument, 0, 'f'},      {"n-predict", required_argument, 0, 'n'},
@@ -84,6 +87,8 @@ int cmd_run(int argc, char **argv) {
         {"no-draft-q8", no_argument, 0, O_NODQ8},
         {"no-draft-lm-q4", no_argument, 0, O_NODLM4},
         {"draft-lm-q4", no_argument, 0, O_DLM4},
+        {"draft-q4", no_argument, 0, O_DQ4},
+        {"no-draft-q4", no_argument, 0, O_NODQ4},
         {"kv-type", required_argument, 0, O_KVTYPE},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     const char *model_arg = NULL, *prompt = NULL, *file = NULL;
@@ -172,6 +177,8 @@ int cmd_run(int argc, char **argv) {
         case O_NODQ8: mp.mtp_q8_0 = false; break;
         case O_NODLM4: mp.draft_lm_q4_0 = false; break;
         case O_DLM4: mp.draft_lm_q4_0 = true; break;
+        case O_DQ4: mp.mtp_q8_0 = mp.mtp_q4_0 = true; break;
+        case O_NODQ4: mp.mtp_q4_0 = false; break;
         case O_KVF32: cp.kv_type = MTPLX_KV_F32; break;
         case O_KVTYPE:
             if (!cli_parse_kv_type("run", optarg, &cp.kv_type)) return EXIT_USAGE;

@@ -148,7 +148,8 @@ typedef struct mtplx_gen_state {
     int32_t n_hist;
     uint64_t step_pos; /* position index for RNG streams */
     /* temperature 0, no penalties, no mask, no logits wanted in events, and
-     * a backend that picks on the device: tokens are picked there */
+     * a backend with argmax_rows (the CPU's, or CUDA's on the device): every
+     * token and draft is a greedy pick of its row, no distribution is built */
     bool pick_dev;
     /* temperature > 0 otherwise as pick_dev, and the backend samples what
      * mtplx_dev_sampling_ok says: drafts, the acceptance test and tokens

@@ -140,24 +140,19 @@ int32_t mtplx_sampler_greedy(const float *logits, int32_t V, const mtplx_sampler
         apply_penalties(work, V, sp, hist);
         l = work;
     }
-    int32_t best = 0; /* the first largest, as mtplx_sampler_dist's one-hot */
-    for (int32_t i = 1; i < V; i++)
-        if (l[i] > l[best]) best = i;
-    return best;
+    return (int32_t)mtplx_argmax(l, V); /* the first largest, as mtplx_sampler_dist's one-hot */
 }
 
 void mtplx_sampler_dist(const float *logits, int32_t V, const mtplx_sampler_params *sp,
                         mtplx_history hist, float *probs, float *work, int32_t *idx) {
-    memcpy(work, logits, (size_t)V * sizeof(float));
-    apply_penalties(work, V, sp, hist);
     if (sp->temperature <= 0.0f) {
-        int32_t best = 0;
-        for (int32_t i = 1; i < V; i++)
-            if (work[i] > work[best]) best = i;
+        int32_t best = mtplx_sampler_greedy(logits, V, sp, hist, work);
         memset(probs, 0, (size_t)V * sizeof(float));
         probs[best] = 1.0f;
         return;
     }
+    memcpy(work, logits, (size_t)V * sizeof(float));
+    apply_penalties(work, V, sp, hist);
     const float inv_t = 1.0f / sp->temperature;
     bool top_k = sp->top_k > 0 && sp->top_k < V, top_p = sp->top_p < 1.0f,
          min_p = sp->min_p > 0.0f;

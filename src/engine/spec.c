@@ -44,12 +44,7 @@ static void dist_at(mtplx_ctx *c, mtplx_gen_state *gs, const int32_t *drafts, in
 
 static int32_t draw(const float *dist, int32_t V, const mtplx_sampler_params *sp, uint64_t pos,
                     uint32_t purpose) {
-    if (sp->temperature <= 0.0f) {
-        int32_t best = 0;
-        for (int32_t i = 1; i < V; i++)
-            if (dist[i] > dist[best]) best = i;
-        return best;
-    }
+    if (sp->temperature <= 0.0f) return (int32_t)mtplx_argmax(dist, V);
     return mtplx_sample_dist(dist, V, mtplx_rng_uniform(sp->seed, pos, purpose));
 }
 

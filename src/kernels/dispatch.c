@@ -57,6 +57,7 @@ static void install(const kernel_ops *v) {
         FILL(softmax);
         FILL(log_sum_exp);
         FILL(exp_scaled);
+        FILL(argmax);
         FILL(f32_to_f16);
         FILL(attn);
         FILL(attn_group);
@@ -240,6 +241,11 @@ void mtplx_softmax(float *x, int64_t n) { mtplx_kernels_ops()->softmax(x, n); }
 float mtplx_exp_scaled(const float *x, int64_t n, float s, float *out) {
     if (n <= 0) return 0;
     return mtplx_kernels_ops()->exp_scaled(x, n, s, out);
+}
+
+int64_t mtplx_argmax(const float *x, int64_t n) {
+    MTPLX_ASSERT(n > 0);
+    return mtplx_kernels_ops()->argmax(x, n);
 }
 
 float mtplx_log_sum_exp(const float *x, int64_t n) {

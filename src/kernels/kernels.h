@@ -106,6 +106,10 @@ void mtplx_add(float *y, const float *x, int64_t n); /* y += x */
 void mtplx_softmax(float *x, int64_t n);               /* in place, max-subtracted */
 /* log(sum exp x), max-subtracted, in float (-inf when every x is -inf). */
 float mtplx_log_sum_exp(const float *x, int64_t n);
+/* The first index of the largest of x[0..n) (n > 0): the sampler's greedy
+ * rule, `best = 0; for i: if (x[i] > x[best]) best = i`, NaN included (a NaN
+ * is never larger; x[0] NaN gives 0). */
+int64_t mtplx_argmax(const float *x, int64_t n);
 /* out = exp((x - max x) * s), exactly 0 where x is -inf; returns sum(out)
  * (0 when every x is -inf). The sampler's temperature softmax. */
 float mtplx_exp_scaled(const float *x, int64_t n, float s, float *out);

@@ -85,6 +85,7 @@ typedef struct kernel_ops {
     /* n > 0; a max of -inf (all masked) gives -inf / all 0, +inf gives +inf */
     float (*log_sum_exp)(const float *x, int64_t n);
     float (*exp_scaled)(const float *x, int64_t n, float s, float *out);
+    int64_t (*argmax)(const float *x, int64_t n); /* n > 0 */
     void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
     attn_fn attn;
     attn_group_fn attn_group;

@@ -104,10 +104,12 @@ struct mtplx_backend {
     int (*graph_begin)(mtplx_backend *be, const mtplx_graph_key *key, const int32_t *tokens,
                        int64_t n, int64_t pos0);
     bool (*graph_end)(mtplx_backend *be);
-    /* Greedy pick of n rows of logits [n][V] (a buffer of this backend):
+    /* ---- optional (the CPU has it too) ----
+     * Greedy pick of n rows of logits [n][V] (a buffer of this backend):
      * ids[i] = the first index of row i's largest value (the sampler's rule
      * at temperature 0), logprob[i] = its log-softmax. Returns once both are
-     * in host memory: only 8 bytes a row cross to the host. */
+     * in host memory: only 8 bytes a row cross to the host (on the CPU: no
+     * dense one-hot distribution is built, engine/generate.c's pick_dev). */
     void (*argmax_rows)(mtplx_backend *be, const float *logits, int64_t n, int64_t V, int32_t *ids,
                         float *logprob);
     /* Sampling on the device (optional; NULL on the CPU): for row i < n

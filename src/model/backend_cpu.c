@@ -14,6 +14,11 @@ typedef struct {
     size_t mm_scratch_size;
     void *att_scratch;
     size_t att_scratch_size;
+    /* RoPE's (cos, sin) of each position and frequency, [n_ctx][half][2],
+     * for the frequencies rope_freq (a copy), filled up to rope_filled */
+    float *rope_cs, *rope_freq;
+    int rope_half;
+    int64_t n_ctx, rope_filled;
 } cpu_backend;
 
 static void cpu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bias,
@@ -33,14 +38,57 @@ static void cpu_rmsnorm(mtplx_backend *be, const float *x, const float *w, float
     mtplx_rmsnorm(x, w, out, n, d, eps);
 }
 
+/* The (cos, sin) pairs of positions [pos0, pos0 + n) for inv_freq [half]:
+ * from the backend's table, filled on first use of a position, or NULL
+ * when the table does not serve these (other frequencies than the first
+ * seen, positions past n_ctx). A decode step rotates a few rows at fresh
+ * positions and MTP revisits them (verification, each head stream), and
+ * cosf / sinf were nearly all of the op; the values are the expressions
+ * the uncached loop computes, so the rotation is the same bit for bit. The
+ * table is allocated on the first call (n_ctx x head_dim floats). */
+static const float *rope_table(cpu_backend *c, int half, int64_t pos0, int64_t n, const float *inv_freq) {
+    if (pos0 + n > c->n_ctx) return NULL;
+    if (!c->rope_cs) {
+        c->rope_cs = malloc((size_t)c->n_ctx * (size_t)half * 2 * sizeof(float));
+        c->rope_freq = malloc((size_t)half * sizeof(float));
+        if (!c->rope_cs || !c->rope_freq) {
+            free(c->rope_cs);
+            free(c->rope_freq);
+            c->rope_cs = c->rope_freq = NULL;
+            c->n_ctx = 0; /* no table: compute every time */
+            return NULL;
+        }
+        memcpy(c->rope_freq, inv_freq, (size_t)half * sizeof(float));
+        c->rope_half = half;
+    }
+    if (half != c->rope_half || memcmp(inv_freq, c->rope_freq, (size_t)half * sizeof(float))) return NULL;
+    for (; c->rope_filled < pos0 + n; c->rope_filled++) {
+        float pos = (float)c->rope_filled, *cs = c->rope_cs + c->rope_filled * half * 2;
+        for (int i = 0; i < half; i++) {
+            float th = pos * inv_freq[i];
+            cs[2 * i] = cosf(th);
+            cs[2 * i + 1] = sinf(th);
+        }
+    }
+    return c->rope_cs + pos0 * half * 2;
+}
+
 static void cpu_rope(mtplx_backend *be, float *x, int64_t n, int n_head, int head_dim, int64_t pos0,
                      const float *inv_freq, bool neox) {
     int half = head_dim / 2;
+    const float *tab = rope_table((cpu_backend *)be, half, pos0, n, inv_freq);
     for (int64_t t = 0; t < n; t++) {
         float pos = (float)(pos0 + t);
         for (int i = 0; i < half; i++) {
-            float th = pos * inv_freq[i];
-            float cs = cosf(th), sn = sinf(th);
+            float cs, sn;
+            if (tab) {
+                cs = tab[(t * half + i) * 2];
+                sn = tab[(t * half + i) * 2 + 1];
+            } else {
+                float th = pos * inv_freq[i];
+                cs = cosf(th);
+                sn = sinf(th);
+            }
             for (int h = 0; h < n_head; h++) {
                 float *v = x + (t * n_head + h) * head_dim;
                 int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
@@ -77,6 +125,19 @@ static void cpu_get_row(mtplx_backend *be, const mtplx_weight *w, int64_t id, fl
     mtplx_dequantize_row(w->type, (const char *)w->data + (size_t)id * rs, out, w->k);
 }
 
+/* The greedy pick in place: the logits are host memory already, so this is
+ * the sampler's rule (mtplx_argmax) and mtplx_logprob's log-softmax without
+ * the dense one-hot distributions the host path builds around them. */
+static void cpu_argmax_rows(mtplx_backend *be, const float *logits, int64_t n, int64_t V, int32_t *ids,
+                            float *logprob) {
+    for (int64_t i = 0; i < n; i++) {
+        const float *l = logits + i * V;
+        ids[i] = (int32_t)mtplx_argmax(l, V);
+        float lse = mtplx_log_sum_exp(l, V);
+        logprob[i] = lse == -INFINITY ? -INFINITY : l[ids[i]] - lse;
+    }
+}
+
 static void *cpu_buf_alloc(mtplx_backend *be, size_t bytes) {
     void *p = mtplx_aligned_alloc(64, bytes);
     if (p) memset(p, 0, bytes);
@@ -91,6 +152,8 @@ static void cpu_free(mtplx_backend *be) {
     mtplx_threadpool_free(c->tp);
     free(c->mm_scratch);
     free(c->att_scratch);
+    free(c->rope_cs);
+    free(c->rope_freq);
     free(c);
 }
 
@@ -115,6 +178,7 @@ mtplx_status mtplx_backend_cpu_new(int n_threads, int64_t max_k, int64_t max_n, 
         size_t s = mtplx_matmul_scratch_size(types[i], kk, max_n);
         if (s > mm) mm = s;
     }
+    c->n_ctx = n_ctx;
     c->mm_scratch_size = mm;
     c->mm_scratch = mtplx_aligned_alloc(64, mm);
     c->att_scratch_size = mtplx_attention_scratch_size(n_ctx, n_threads);
@@ -134,6 +198,7 @@ mtplx_status mtplx_backend_cpu_new(int n_threads, int64_t max_k, int64_t max_n, 
         .kv_store = cpu_kv_store,
         .attention = cpu_attention,
         .get_row = cpu_get_row,
+        .argmax_rows = cpu_argmax_rows,
         .buf_alloc = cpu_buf_alloc,
         .buf_free = cpu_buf_free,
         .free = cpu_free,

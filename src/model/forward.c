@@ -237,7 +237,10 @@ void mtplx_model_forward(const mtplx_model *m, mtplx_backend *be, mtplx_kv *kv, 
 static void mtp_ops(const mtplx_model *m, int hi, mtplx_backend *be, mtplx_kv *kv, mtplx_acts *a,
                     const int32_t *tokens, const float *hidden, int64_t n, int64_t pos0,
                     int64_t n_out) {
-    const mtplx_mtp_head *h = &m->mtp[hi];
+    /* the CPU's Q4_0 draft copies (lm_head, head matrices) when made; the
+     * GPU's fast GEMV reads the original types (mmv.cu) */
+    bool cpu = !strcmp(be->name, "cpu");
+    const mtplx_mtp_head *h = cpu && m->draft_mtp ? &m->draft_mtp[hi] : &m->mtp[hi];
     int64_t e = m->hp.n_embd;
     float eps = m->hp.norm_eps;
     int64_t eo = h->hidden_first ? e : 0, ho = h->hidden_first ? 0 : e;
@@ -251,9 +254,7 @@ static void mtp_ops(const mtplx_model *m, int hi, mtplx_backend *be, mtplx_kv *k
     mtplx_seg seg = {kv, pos0, n};
     layer_forward(m, &h->layer, be, 0, a, &seg, 1);
     mtplx_be_copy(be, a->hidden, a->x, (size_t)(n * e) * sizeof(float));
-    /* the Q4_0 draft copy of the lm_head on the CPU; the GPU's fast GEMV
-     * reads the original types (mmv.cu) */
-    bool draft_lm = !strcmp(be->name, "cpu") && m->draft_output.data; /* set before any CPU context */
+    bool draft_lm = cpu && m->draft_output.data; /* set before any CPU context */
     head(m, draft_lm ? &m->draft_output : &m->output, h->norm, be, a, n - 1, 1, n_out);
 }
 

@@ -25,7 +25,7 @@ const mtplx_arch *mtplx_arch_find(const char *name) {
 
 mtplx_model_params mtplx_model_default_params(void) {
     return (mtplx_model_params){.tokenizer_path = NULL, .load_mtp = true, .vocab_only = false,
-                                .mtp_q8_0 = true, .draft_lm_q4_0 = true};
+                                .mtp_q8_0 = true, .mtp_q4_0 = true, .draft_lm_q4_0 = true};
 }
 
 static mtplx_status own(mtplx_model *m, void *p) {
@@ -193,11 +193,13 @@ static bool env_override(const char *name, bool param) {
     return v && *v ? *v != '0' : param;
 }
 
-static mtplx_status head_q8_0(mtplx_model *m, mtplx_mtp_head *h) {
+/* The head's float matrices as copies of type (Q8_0 at load, Q4_0 for the
+ * CPU's draft copy); quantized ones stay as they are. */
+static mtplx_status head_requant(mtplx_model *m, mtplx_mtp_head *h, int type) {
     mtplx_weight *ws[] = {&h->eh_proj,      &h->layer.wq,     &h->layer.wk,   &h->layer.wv,
                           &h->layer.wo,     &h->layer.w_gate, &h->layer.w_up, &h->layer.w_down};
     for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
-        if (!mtplx_type_info(ws[i]->type)->is_quantized) MTPLX_TRY(requant(m, ws[i], MTPLX_TYPE_Q8_0));
+        if (!mtplx_type_info(ws[i]->type)->is_quantized) MTPLX_TRY(requant(m, ws[i], type));
     return MTPLX_OK;
 }
 
@@ -320,9 +322,13 @@ static mtplx_status build(mtplx_model *m, const mtplx_model_params *p) {
         m->mtp = calloc((size_t)n_nextn, sizeof *m->mtp);
         if (!m->mtp) return mtplx_fail(MTPLX_ERR_NOMEM, "out of memory");
         bool to_q8 = env_override("MTPLX_MTP_Q8_0", p->mtp_q8_0);
+        bool to_q4 = to_q8 && env_override("MTPLX_MTP_Q4_0", p->mtp_q4_0);
+        if (to_q4 && !(m->mtp_src = calloc((size_t)n_nextn, sizeof *m->mtp_src)))
+            return mtplx_fail(MTPLX_ERR_NOMEM, "out of memory");
         for (int i = 0; i < n_nextn; i++) {
             MTPLX_TRY(load_mtp(m, i, &m->mtp[i]));
-            if (to_q8) MTPLX_TRY(head_q8_0(m, &m->mtp[i]));
+            if (to_q4) m->mtp_src[i] = m->mtp[i]; /* the Q4_0 copies start from these */
+            if (to_q8) MTPLX_TRY(head_requant(m, &m->mtp[i], MTPLX_TYPE_Q8_0));
         }
         m->draft_output_wanted = env_override("MTPLX_DRAFT_LM_Q4_0", p->draft_lm_q4_0);
         m->n_mtp = (int32_t)n_nextn;
@@ -370,6 +376,8 @@ void mtplx_model_free(mtplx_model *m) {
     free(m->owned);
     free(m->layers);
     free(m->mtp);
+    free(m->mtp_src);
+    free(m->draft_mtp);
     mtplx_bert_free(m->bert);
     mtplx_embed_cfg_free(m->emb);
     free(m->chat_template);
@@ -380,18 +388,29 @@ void mtplx_model_free(mtplx_model *m) {
     free(m);
 }
 
-/* The Q4_0 draft copy of the lm_head is made here, by the first context on
- * the CPU (the only backend that reads it), not at load: a model that runs
- * on a GPU never pays its memory and time. Contexts of one model may be
- * created from several threads (the server), hence the lock. */
+/* The Q4_0 draft copies of the lm_head and of the heads' matrices are made
+ * here, by the first context on the CPU (the only backend that reads them),
+ * not at load: a model that runs on a GPU never pays their memory and time.
+ * Contexts of one model may be created from several threads (the server),
+ * hence the lock. */
 mtplx_status mtplx_model_draft_output_prepare(mtplx_model *m) {
-    if (!m->draft_output_wanted || m->n_mtp == 0) return MTPLX_OK;
+    if (m->n_mtp == 0 || (!m->draft_output_wanted && !m->mtp_src)) return MTPLX_OK;
     pthread_mutex_lock(&m->draft_lock);
     mtplx_status st = MTPLX_OK;
-    if (!m->draft_output.data) {
+    if (m->draft_output_wanted && !m->draft_output.data) {
         mtplx_weight w = m->output;
         st = requant(m, &w, MTPLX_TYPE_Q4_0);
         if (st == MTPLX_OK) m->draft_output = w;
+    }
+    if (st == MTPLX_OK && m->mtp_src && !m->draft_mtp) {
+        mtplx_mtp_head *d = calloc((size_t)m->n_mtp, sizeof *d);
+        if (!d) st = mtplx_fail(MTPLX_ERR_NOMEM, "out of memory");
+        for (int i = 0; st == MTPLX_OK && i < m->n_mtp; i++) {
+            d[i] = m->mtp_src[i];
+            st = head_requant(m, &d[i], MTPLX_TYPE_Q4_0);
+        }
+        if (st == MTPLX_OK) m->draft_mtp = d;
+        else free(d);
     }
     pthread_mutex_unlock(&m->draft_lock);
     return st;

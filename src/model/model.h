@@ -60,6 +60,11 @@ struct mtplx_model {
     mtplx_weight output;    /* [n_vocab, n_embd]; = tok_embd when tied */
     mtplx_weight draft_output; /* copy of output the MTP head drafts with on the CPU, or .data NULL */
     bool draft_output_wanted;  /* made by the first CPU context (mtplx_model_draft_output_prepare) */
+    /* [n_mtp] the heads as the CPU drafts with them: Q4_0 copies of the
+     * float matrices of mtp_src (the heads as loaded, before the Q8_0
+     * copies replaced them in mtp), made with draft_output; NULL: the CPU
+     * drafts with mtp like every backend */
+    mtplx_mtp_head *draft_mtp, *mtp_src;
     pthread_mutex_t draft_lock;
     bool tied;
     float *output_norm;     /* [n_embd] */
@@ -82,8 +87,9 @@ mtplx_status mtplx_model_vec(mtplx_model *m, const char *name, int64_t n, bool r
                              float **out);
 
 /* Build a model from a loaded container (takes ownership of g). */
-/* Make the CPU draft copy of the lm_head if wanted and not made yet
- * (thread-safe; every context on the CPU calls it when it is created). */
+/* Make the CPU draft copies of the lm_head and of the heads' matrices if
+ * wanted and not made yet (thread-safe; every context on the CPU calls it
+ * when it is created). */
 mtplx_status mtplx_model_draft_output_prepare(mtplx_model *m);
 mtplx_status mtplx_model_from_gguf(mtplx_gguf *g, const char *path, const char *format,
                                    const mtplx_model_params *params, mtplx_model **out);

@@ -361,6 +361,33 @@ static float exp_scaled_avx2(const float *x, int64_t n, float s, float *out) {
     return exp_shifted(x, n, mx, s, out, 1, 1);
 }
 
+/* argmax_ref's answer in two passes: the largest value that is not NaN
+ * (max_ps keeps its second operand when the first is NaN), then the first
+ * index holding it. x[0] NaN: the scalar rule never moves off 0. */
+static int64_t argmax_avx2(const float *x, int64_t n) {
+    if (x[0] != x[0]) return 0;
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+        m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
+        m2 = _mm256_max_ps(_mm256_loadu_ps(x + i + 16), m2);
+        m3 = _mm256_max_ps(_mm256_loadu_ps(x + i + 24), m3);
+    }
+    for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+    float mx = hmax8(_mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
+    for (; i < n; i++)
+        if (x[i] > mx) mx = x[i];
+    const __m256 vm = _mm256_set1_ps(mx);
+    for (i = 0; i + 8 <= n; i += 8) {
+        int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), vm, _CMP_EQ_OQ));
+        if (hit) return i + __builtin_ctz((unsigned)hit);
+    }
+    for (; i < n; i++)
+        if (x[i] == mx) return i;
+    return 0; /* unreachable: x[0] is a number, so mx is one of x */
+}
+
 static void f32_to_f16_avx2(const float *x, uint16_t *y, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -679,6 +706,7 @@ const kernel_ops mtplx_kernels_avx2_ops = {
     .softmax = softmax_avx2,
     .log_sum_exp = log_sum_exp_avx2,
     .exp_scaled = exp_scaled_avx2,
+    .argmax = argmax_avx2,
     .f32_to_f16 = f32_to_f16_avx2,
     .attn = attn_avx2,
     .attn_group = attn_group_avx2,

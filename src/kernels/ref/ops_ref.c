@@ -163,6 +163,13 @@ static float exp_scaled_ref(const float *x, int64_t n, float s, float *out) {
     return (float)sum;
 }
 
+static int64_t argmax_ref(const float *x, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
 static void f32_to_f16_ref(const float *x, uint16_t *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = mtplx_fp32_to_fp16(x[i]);
 }
@@ -256,6 +263,7 @@ const kernel_ops mtplx_kernels_ref_ops = {
     .add = add_ref,
     .softmax = softmax_ref,
     .log_sum_exp = log_sum_exp_ref,
+    .argmax = argmax_ref,
     .exp_scaled = exp_scaled_ref,
     .f32_to_f16 = f32_to_f16_ref,
     .attn = attn_ref,
