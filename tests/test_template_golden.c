@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -168,6 +169,9 @@ static void test_cli_hf_folder(void **state) {
 }
 
 int main(void) {
+    /* The goldens were rendered on 2026-12-01 (tools/make_template_goldens.py
+     * pins the same day), and some templates print today's date. */
+    setenv("MTPLX_NOW", "1796126400", 1); /* 2026-12-01 12:00 UTC */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_real_templates),
         cmocka_unit_test(test_cli_hf_folder),

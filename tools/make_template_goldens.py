@@ -52,8 +52,8 @@ def make_env():
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
                           sort_keys=sort_keys)
 
-    def strftime_now(fmt):
-        return datetime.now().strftime(fmt)
+    def strftime_now(fmt):  # the day tests/test_template_golden.c pins with MTPLX_NOW
+        return datetime(2026, 12, 1, 12, 0, 0).strftime(fmt)
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                         extensions=[GenerationTracker, jinja2.ext.loopcontrols])

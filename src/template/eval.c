@@ -7,6 +7,7 @@
 #include "template/jinja.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -356,6 +357,19 @@ static jj_val call_macro(jj_ctx *c, int line, jj_macro *m, jj_val *args, int nar
     return jj_buf_val(c, &out);
 }
 
+/* The clock strftime_now reads: MTPLX_NOW (seconds since the epoch) when it
+ * is set to a number, so that tests and reproducible prompts can fix the
+ * date templates print; otherwise the real time. */
+static time_t template_now(void) {
+    const char *e = getenv("MTPLX_NOW");
+    if (e && *e) {
+        char *end;
+        long long v = strtoll(e, &end, 10);
+        if (*end == '\0') return (time_t)v;
+    }
+    return time(NULL);
+}
+
 static jj_val call_builtin(jj_ctx *c, const jj_node *n, int fn, jj_val *args, int nargs,
                            const char **kwn, jj_val *kwv, int nkw) {
     switch (fn) {
@@ -394,7 +408,7 @@ static jj_val call_builtin(jj_ctx *c, const jj_node *n, int fn, jj_val *args, in
     }
     case F_STRFTIME: {
         if (nargs != 1 || args[0].t != V_STR) jj_err(c, n->line, "strftime_now expects one format string");
-        time_t now = time(NULL);
+        time_t now = template_now();
         struct tm tmv;
         localtime_r(&now, &tmv);
         char buf[512];
