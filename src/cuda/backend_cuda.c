@@ -69,10 +69,9 @@
  * mtplx_cuda_set_paths() does the same at run time.
  *
  * Small-n matmuls and fused ops. Matmuls of n <= 16 rows (decode, verify)
- * run on mmv.cu's GEMV; the Q8_0 weights it reads (and Q4_K's, for
- * mmv_i8.cu) are repacked once at upload, into a second map (a tied
- * embedding is still read in GGUF layout by get_rows, and a prefill's GEMM
- * reads the GGUF copy in the first map). backend.h's fused ops
+ * run on mmv.cu's GEMV; the Q8_0 weights it reads are repacked once at
+ * upload, into a second map (a tied embedding is still read in GGUF layout
+ * by get_rows, and a prefill's GEMM reads the GGUF copy in the first map). backend.h's fused ops
  * (matmul_multi, matmul_swiglu and matmul_add are mmv modes;
  * qk_norm_rope_store is attn_prep.cu) take a Qwen3 layer's decode step from
  * 19 launches to 8. On an H200 (tools/cuda_bench.sh, 2026-12-01, random
@@ -267,31 +266,17 @@ static const void *param(cuda_backend *c, const void *host, size_t bytes) {
 }
 
 /* Whether weights of this type and k go to mmv_i8.cu with the current
- * paths, which reads its own packings of Q8_0 and Q4_K
- * (mtplx_cuda_repack_q8_0_i8, mtplx_cuda_repack_q4_k_i8). */
+ * paths, which reads its own packing of Q8_0 (mtplx_cuda_repack_q8_0_i8). */
 static bool takes_i8(const cuda_backend *c, int type, int64_t k) {
     mtplx_cuda_mmv_job j = {.mma = c->paths.mma, .mma_q4k = c->paths.mma_q4k, .xq = c->xq};
     return c->paths.mma && mtplx_cuda_mmv_i8_ok(type, k, &j);
 }
 
-/* A weight as the mmv kernel reads it, in the layout of the kernel the
- * current paths send it to: Q8_0 repacked on the GPU (the GGUF bytes go up
- * to a scratch buffer, which is freed once repacked); Q4_K for mmv_i8.cu
- * uploaded into its own buffer and permuted there in place (same size, no
- * scratch); the other types, and Q4_K for the other kernels, as they are. */
+/* A weight as the mmv kernel reads it: Q8_0 repacked on the GPU (the GGUF
+ * bytes go up to a scratch buffer, which is freed once repacked; in the
+ * layout of the kernel the current paths send it to), the other types as
+ * they are. */
 static const void *mmv_weight(cuda_backend *c, const mtplx_weight *w) {
-    if (w->type == MTPLX_TYPE_Q4_K && takes_i8(c, w->type, w->k)) {
-        size_t bytes = weight_bytes(w);
-        void *dev = map_get(&c->packed, w->data, bytes);
-        if (dev) return dev;
-        cudaStream_t on;
-        dev = upload_new(c, w->data, bytes, &on);
-        CK(mtplx_cuda_repack_q4_k_i8(on, dev, w->m, w->k), "Q4_K repack");
-        if (on != c->stream) CK(cudaStreamSynchronize(on), "Q4_K repack (synchronize)");
-        c->param_bytes += bytes;
-        map_put(&c->packed, w->data, dev, bytes);
-        return dev;
-    }
     if (w->type != MTPLX_TYPE_Q8_0) return param(c, w->data, weight_bytes(w));
     size_t bytes = mtplx_cuda_q8_0_packed_row(w->k) * (size_t)w->m;
     void *dev = map_get(&c->packed, w->data, bytes);
@@ -703,8 +688,7 @@ void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p) {
         drop_graphs(c); /* captured with the old paths */
     }
     if (repack) {
-        /* Q8_0's and Q4_K's packings follow the kernel (takes_i8): packed
-         * again on next use */
+        /* Q8_0's packing follows the kernel (takes_i8): packed again on next use */
         for (size_t i = 0; i < c->packed.cap; i++)
             if (c->packed.slot[i].host) c->param_bytes -= c->packed.slot[i].bytes;
         map_free(&c->packed);

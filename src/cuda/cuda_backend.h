@@ -67,8 +67,7 @@ mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be);
  * bench/RESULTS.md section 18; MTPLX_CUDA_I8=0: not), whose GEMV is launched
  * as a programmatic dependent of its x kernel on sm_90 (pdl; off with
  * MTPLX_CUDA_PDL=0: bench/RESULTS.md section 18a). Changing a path drops
- * the captured graphs (and Q8_0's and Q4_K's packings where the kernel
- * changes). */
+ * the captured graphs (and Q8_0's packing where the kernel changes). */
 typedef struct mtplx_cuda_paths {
     bool tc, tc_f32, tc_split, flash, mma, mma_q4k, mma_q4k_auto, pdl;
     int64_t tc_min_rows;

@@ -160,11 +160,6 @@ size_t mtplx_cuda_mmv_i8_scratch(void);
  * path its jobs take (mtplx_cuda_mmv_i8_ok). */
 cudaError_t mtplx_cuda_repack_q8_0_i8(cudaStream_t s, const void *raw, void *out, int64_t m,
                                       int64_t k);
-/* Q4_K [m][k] (GGUF blocks, k % 256 == 0) into the layout mmv_i8.cu reads,
- * in place (same size; each block's 128 quant bytes permuted, mmv_i8.cu's
- * q4k_ipos). mmv.cu, mmv_tc.cu and kernels.cu read GGUF's: as for Q8_0, the
- * backend packs a weight for the path its jobs take. */
-cudaError_t mtplx_cuda_repack_q4_k_i8(cudaStream_t s, void *w, int64_t m, int64_t k);
 bool mtplx_cuda_mmv_i8_ok(int type, int64_t k, const mtplx_cuda_mmv_job *job);
 cudaError_t mtplx_cuda_mmv_i8(cudaStream_t s, int type, const mtplx_cuda_mmv_job *job, int64_t k,
                               const float *x, int64_t n);

@@ -33,11 +33,10 @@
  *   Q4_K: sub-blocks 2c and 2c+1 share their bytes' nibbles. Within an x chunk (half a Q4_K block,
  * 4 sub-blocks) the sums stay integer and exact: sum sc * (q . p) and sum m * (sum of p over the
  * sub-block; made by xq_kernel), so y += s * (d * A - dmin * B) once per chunk; the 6-bit scales
- * are unpacked four at a time. The nibbles are permuted at upload, in place
- * (mtplx_cuda_repack_q4_k_i8: same size, block headers where they were), so that
- * a lane's share of a chunk's two steps is one 16-byte load (q4k_ipos), as for Q8_0.
- * The xq kernel also applies job.norm (RMSNorm of x on the way in), so the fused norm costs
- * nothing extra here.
+ * are unpacked four at a time. Q4_K is read in its GGUF layout, 8 bytes a row and step: a repack
+ * into 16-byte loads like Q8_0's was tried and gained nothing at n = 1 while n = 4 got slower
+ * (bench/RESULTS.md section 18a). The xq kernel also applies job.norm (RMSNorm of x on the way
+ * in), so the fused norm costs nothing extra here.
  *
  * Layout of a block's work is mmv_tc.cu's: lane l is in group g = l / 4
  * (weight rows g and g + 8 of an m-tile of 16, B column g of an n-tile of
@@ -118,18 +117,6 @@ size_t xq_bytes(int64_t k) {
 HD int64_t ipos(int64_t e) {
     int64_t o = e & 63, b = o >> 5, w = o & 31;
     return (e - o) + 16 * (w >> 3) + 8 * b + (w & 7);
-}
-
-/* Where GGUF byte j (0..127) of a Q4_K block's qs goes in the layout this
- * kernel reads (mtplx_cuda_repack_q4_k_i8). GGUF: chunk c (64 elements) is
- * bytes [32 c, 32 c + 32), byte 8 q + i holding elements 8 q + i (low
- * nibble) and 32 + 8 q + i (high). Here, in each half h (chunks 2h, 2h + 1;
- * 64 bytes), bytes [16 q, 16 q + 8) are chunk 2h's [8 q, 8 q + 8) and
- * [16 q + 8, 16 q + 16) chunk 2h + 1's, so one 16-byte load gives lane q its
- * share of both chunks. Aligned runs of 8 bytes stay together. */
-HD int q4k_ipos(int j) {
-    int c = j >> 5, w = j & 31;
-    return 64 * (c >> 1) + 16 * (w >> 3) + 8 * (c & 1) + (w & 7);
 }
 
 /* Programmatic dependent launch (sm_90): the GEMV is launched while
@@ -257,6 +244,13 @@ __device__ __forceinline__ uint4 ld_stream16(const void *p) {
                  : "l"(p));
     return v;
 }
+__device__ __forceinline__ uint2 ld_stream8(const void *p) {
+    uint2 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];"
+                 : "=r"(v.x), "=r"(v.y)
+                 : "l"(p));
+    return v;
+}
 
 /* elements of k per step; steps per run (one x chunk) */
 template <int T> __host__ __device__ constexpr int kstep() {
@@ -268,8 +262,8 @@ template <int T> __host__ __device__ constexpr int run_steps() {
 
 /* One k step (64 elements) of the lane's two rows: Q8_0 16 bytes each
  * (8 quants of each of two blocks) and the two blocks' scales (two f16 in
- * a word); Q4_K 8 bytes each (8 nibbles of each of two sub-blocks), loaded
- * a run (two steps) at a time as 16 bytes, the block header once per run. */
+ * a word); Q4_K 8 bytes each (8 nibbles of each of two sub-blocks; the
+ * block header once per run). */
 template <int T> struct wstep {
     uint4 lo, hi;
     uint32_t dlo, dhi;
@@ -376,16 +370,13 @@ __global__ void __launch_bounds__(I8_WARPS * 32)
                     continue;
                 }
                 if constexpr (T == MTPLX_TYPE_Q4_K) {
-                    /* a run's first step (st even): half h = (e & 255) >> 7
-                     * of block e / 256; bytes [16 q, +16) of that half
-                     * (q4k_ipos) are this step's 8 (.x .y) and the next's */
+                    /* e = 64 c + 8 q in block e / 256: bytes 32 c + 8 q of
+                     * its qs hold elements e.. (low) and e + 32.. (high) */
+                    int64_t off = (e >> 8) * (int64_t)sizeof(block_q4_K);
+                    int64_t qoff = off + 16 + 32 * ((e & 255) >> 6) + (e & 63);
+                    w[j][t].lo = ld_stream8(rlo[t] + qoff);
+                    w[j][t].hi = ld_stream8(rhi[t] + qoff);
                     if (j % RUN == 0) {
-                        int64_t off = (e >> 8) * (int64_t)sizeof(block_q4_K);
-                        int64_t qoff = off + 16 + 64 * ((e & 255) >> 7) + 16 * q;
-                        const uint4 a = ld_stream16(rlo[t] + qoff), b = ld_stream16(rhi[t] + qoff);
-                        w[j][t].lo = make_uint2(a.x, a.y), w[j][t].hi = make_uint2(b.x, b.y);
-                        w[j + 1][t].lo = make_uint2(a.z, a.w);
-                        w[j + 1][t].hi = make_uint2(b.z, b.w);
                         hdr[j / RUN][t][0] = __ldg((const uint4 *)(rlo[t] + off));
                         hdr[j / RUN][t][1] = __ldg((const uint4 *)(rhi[t] + off));
                     }
@@ -586,21 +577,6 @@ __global__ void repack_i8_kernel(const uint8_t *__restrict__ raw, uint8_t *__res
         q[ipos(j * QK8_0 + i)] = src[2 + i];
 }
 
-/* Q4_K blocks [nb] in place into q4k_ipos's order: a thread a block, its
- * 128 quant bytes as 16 runs of 8 (q4k_ipos keeps such runs whole). */
-__global__ void repack_q4k_i8_kernel(uint8_t *__restrict__ w, int64_t nb) {
-    int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= nb) return;
-    uint2 *qs = (uint2 *)(w + b * (int64_t)sizeof(block_q4_K) + 16);
-    uint2 v[16];
-#pragma unroll
-    for (int i = 0; i < 16; i++)
-        v[i] = qs[i];
-#pragma unroll
-    for (int i = 0; i < 16; i++)
-        qs[q4k_ipos(8 * i) >> 3] = v[i];
-}
-
 int cc_major_cached = -1;
 
 int cc_major() {
@@ -613,7 +589,7 @@ int cc_major() {
     return major;
 }
 
-/* U: k steps in flight a lane: Q8_0 4 of 16 bytes a row, Q4_K 4 of 8 (two 16-byte loads);
+/* U: k steps in flight a lane: Q8_0 4 of 16 bytes a row, Q4_K 4 of 8;
  * fewer where the x columns take the registers. */
 template <int T, int NT> constexpr int i8_u() {
     return T == MTPLX_TYPE_Q4_K ? (NT <= 2 ? MTPLX_I8_U_Q4K : 2) : (NT <= 2 ? MTPLX_I8_U_Q8 : 2);
@@ -670,13 +646,6 @@ cudaError_t mtplx_cuda_repack_q8_0_i8(cudaStream_t s, const void *raw, void *out
     if (nb == 0) return cudaSuccess;
     repack_i8_kernel<<<(unsigned)((nb + 255) / 256), 256, 0, s>>>((const uint8_t *)raw,
                                                                   (uint8_t *)out, m, k);
-    return cudaGetLastError();
-}
-
-cudaError_t mtplx_cuda_repack_q4_k_i8(cudaStream_t s, void *w, int64_t m, int64_t k) {
-    int64_t nb = m * (k / QK_K);
-    if (nb == 0) return cudaSuccess;
-    repack_q4k_i8_kernel<<<(unsigned)((nb + 127) / 128), 128, 0, s>>>((uint8_t *)w, nb);
     return cudaGetLastError();
 }
 
