@@ -60,6 +60,7 @@ extern "C" {
 }
 #include "cuda/cuda_kernels.h"
 #include "cuda/cuda_util.cuh"
+#include "cuda/mmv_tile.cuh"
 
 #include <cuda_runtime.h>
 
@@ -236,22 +237,6 @@ __device__ __forceinline__ float i2f_small(int v) {
     return __int_as_float(v + 0x4B400000) - 12582912.0f;
 }
 
-/* Weights are read once: past L1 (no allocation). */
-__device__ __forceinline__ uint4 ld_stream16(const void *p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-__device__ __forceinline__ uint2 ld_stream8(const void *p) {
-    uint2 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];"
-                 : "=r"(v.x), "=r"(v.y)
-                 : "l"(p));
-    return v;
-}
-
 /* elements of k per step; steps per run (one x chunk) */
 template <int T> __host__ __device__ constexpr int kstep() {
     return 64;
@@ -269,19 +254,6 @@ template <int T> struct wstep {
     uint32_t dlo, dhi;
 };
 template <> struct wstep<MTPLX_TYPE_Q4_K> { uint2 lo, hi; };
-
-/* Row slot r_local of the block (0 .. 16 MT - 1) as (segment, row); false
- * past the last row (mmv_tc.cu's rule). */
-__device__ __forceinline__ bool slot_row(const mtplx_cuda_mmv_job &job, int MT, int64_t blk,
-                                         int r_local, int &seg, int64_t &row) {
-    if (job.mode == MTPLX_MMV_SWIGLU) {
-        int half = 8 * MT;
-        seg = r_local < half ? 0 : 1;
-        row = blk * half + (r_local % half);
-        return row < job.m[0];
-    }
-    return stacked_row(job.m[0], job.m[1], job.m[2], job.nseg, blk * 16 * MT + r_local, seg, row);
-}
 
 /* warp w's i-th step: runs of RUN steps (one x chunk) to warps 0, 1, ... in turn */
 template <int RUN> __device__ __forceinline__ int64_t step_of(int64_t i, int warp) {
@@ -320,18 +292,7 @@ __global__ void __launch_bounds__(I8_WARPS * 32)
     const xq_view xv = xq_of(job.xq, k);
 
     const uint8_t *rlo[MT], *rhi[MT];
-#pragma unroll
-    for (int t = 0; t < MT; t++) {
-        int seg;
-        int64_t row;
-        const uint8_t *p[2];
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            if (!slot_row(job, MT, blk, 16 * t + g + 8 * h, seg, row)) seg = 0, row = 0;
-            p[h] = (const uint8_t *)pick3(seg, job.w[0], job.w[1], job.w[2]) + row * rb;
-        }
-        rlo[t] = p[0], rhi[t] = p[1];
-    }
+    tile_rows<MT>(job, blk, g, rb, rlo, rhi);
     /* this lane's B column in each n-tile; none past 3 n (zeros, dropped) */
     const int8_t *xc[NT];
     bool xlive[NT];
@@ -516,22 +477,12 @@ __global__ void __launch_bounds__(I8_WARPS * 32)
     }
 
     if (!waited) pdl_wait(); /* y (ADD reads it) only after the kernels before */
-        /* partials to shared memory: c0, c1 are row g, columns 2q, 2q + 1; c2, c3 row g + 8 */
-#pragma unroll
-    for (int t = 0; t < MT; t++)
-#pragma unroll
-        for (int u = 0; u < NT; u++) {
-            red[warp][16 * t + g][8 * u + 2 * q] = acc[t][u][0];
-            red[warp][16 * t + g][8 * u + 2 * q + 1] = acc[t][u][1];
-            red[warp][16 * t + g + 8][8 * u + 2 * q] = acc[t][u][2];
-            red[warp][16 * t + g + 8][8 * u + 2 * q + 1] = acc[t][u][3];
-        }
+    partials_to_shared(red, acc, warp, g, q);
     __syncthreads();
 
     /* the epilogue: one thread per (x row, row slot); a row's three piece
-     * columns summed small to large, then the warps in order. The "+ 0"
-     * terms keep the fused results equal to matmul (+ no bias), then add /
-     * silu_mul, down to the sign of a zero (mmv.cu does the same). */
+     * columns summed small to large, then the warps in order (store_result:
+     * the store by mode) */
     const bool swiglu = job.mode == MTPLX_MMV_SWIGLU;
     const int slots = swiglu ? 8 * MT : 16 * MT;
     auto total = [&](int r, int i) {
@@ -546,19 +497,7 @@ __global__ void __launch_bounds__(I8_WARPS * 32)
         int seg;
         int64_t row;
         if (!slot_row(job, MT, blk, r, seg, row)) continue;
-        float v = total(r, i);
-        const int64_t ms = pick3(seg, job.m[0], job.m[1], job.m[2]);
-        float *out = pick3(seg, job.y[0], job.y[1], job.y[2]) + (int64_t)i * ms + row;
-        if (job.mode == MTPLX_MMV_STORE) {
-            const float *bias = pick3(seg, job.bias[0], job.bias[1], job.bias[2]);
-            *out = v + (bias ? bias[row] : 0.f);
-        } else if (job.mode == MTPLX_MMV_ADD) {
-            *out = *out + (v + 0.f);
-        } else {
-            float up = total(r + 8 * MT, i);
-            float gt = v + 0.f;
-            *out = gt / (1.f + expf(-gt)) * (up + 0.f);
-        }
+        store_result(job, seg, row, i, total(r, i), [&] { return total(r + 8 * MT, i); });
     }
 }
 

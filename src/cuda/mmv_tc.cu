@@ -48,6 +48,7 @@ extern "C" {
 }
 #include "cuda/cuda_kernels.h"
 #include "cuda/cuda_util.cuh"
+#include "cuda/mmv_tile.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -126,22 +127,6 @@ template <> struct wstep<MTPLX_TYPE_Q4_K> {
     uint4 hlo, hhi;
 };
 
-/* Weights are read once: past L1 (no allocation), which x keeps. */
-__device__ __forceinline__ uint4 ld_stream16(const void *p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-__device__ __forceinline__ uint2 ld_stream8(const void *p) {
-    uint2 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];"
-                 : "=r"(v.x), "=r"(v.y)
-                 : "l"(p));
-    return v;
-}
-
 template <int T>
 __device__ __forceinline__ void load_step(const uint8_t *rlo, const uint8_t *rhi, int64_t k,
                                           int64_t e, wstep<T> &s) {
@@ -165,19 +150,6 @@ __device__ __forceinline__ void load_step(const uint8_t *rlo, const uint8_t *rhi
         s.dlo = h2f(__ldg((const unsigned short *)(rlo + k) + blk));
         s.dhi = h2f(__ldg((const unsigned short *)(rhi + k) + blk));
     }
-}
-
-/* Row slot r_local of the block (0 .. 16 MT - 1) as (segment, row); false
- * when it is past the last row (its result is dropped). */
-__device__ __forceinline__ bool slot_row(const mtplx_cuda_mmv_job &job, int MT, int64_t blk,
-                                         int r_local, int &seg, int64_t &row) {
-    if (job.mode == MTPLX_MMV_SWIGLU) {
-        int half = 8 * MT; /* gate rows, then the same rows of up */
-        seg = r_local < half ? 0 : 1;
-        row = blk * half + (r_local % half);
-        return row < job.m[0];
-    }
-    return stacked_row(job.m[0], job.m[1], job.m[2], job.nseg, blk * 16 * MT + r_local, seg, row);
 }
 
 /* The k split: warp w's i-th k step. Runs of TC_RUN consecutive steps go
@@ -236,18 +208,7 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
     const int64_t blk = blockIdx.x;
 
     const uint8_t *rlo[MT], *rhi[MT];
-#pragma unroll
-    for (int t = 0; t < MT; t++) {
-        int seg;
-        int64_t row;
-        const uint8_t *p[2];
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            if (!slot_row(job, MT, blk, 16 * t + g + 8 * h, seg, row)) seg = 0, row = 0;
-            p[h] = (const uint8_t *)pick3(seg, job.w[0], job.w[1], job.w[2]) + row * rb;
-        }
-        rlo[t] = p[0], rhi[t] = p[1];
-    }
+    tile_rows<MT>(job, blk, g, rb, rlo, rhi);
     /* x row of this lane in each n-tile; none past n (its column is zero
      * and dropped) */
     const float *xr[NT];
@@ -364,21 +325,11 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
         }
     }
 
-    /* partials to shared memory: c0, c1 are row g, x rows 2q, 2q + 1; c2, c3 row g + 8 */
-#pragma unroll
-    for (int t = 0; t < MT; t++)
-#pragma unroll
-        for (int u = 0; u < NT; u++) {
-            red[warp][16 * t + g][8 * u + 2 * q] = acc[t][u][0];
-            red[warp][16 * t + g][8 * u + 2 * q + 1] = acc[t][u][1];
-            red[warp][16 * t + g + 8][8 * u + 2 * q] = acc[t][u][2];
-            red[warp][16 * t + g + 8][8 * u + 2 * q + 1] = acc[t][u][3];
-        }
+    partials_to_shared(red, acc, warp, g, q);
     __syncthreads();
 
-    /* the epilogue: one thread per (x row, row slot); the "+ 0" terms keep
-     * the fused results equal to matmul (+ no bias), then add / silu_mul,
-     * down to the sign of a zero (mmv.cu does the same) */
+    /* the epilogue: one thread per (x row, row slot), the warps summed in
+     * order (store_result: the store by mode) */
     const bool swiglu = job.mode == MTPLX_MMV_SWIGLU;
     const int slots = swiglu ? 8 * MT : 16 * MT;
     const int nn = n < 8 * NT ? (int)n : 8 * NT;
@@ -387,20 +338,10 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
         int seg;
         int64_t row;
         if (!slot_row(job, MT, blk, r, seg, row)) continue;
-        float v = ((red[0][r][i] + red[1][r][i]) + red[2][r][i]) + red[3][r][i];
-        const int64_t ms = pick3(seg, job.m[0], job.m[1], job.m[2]);
-        float *out = pick3(seg, job.y[0], job.y[1], job.y[2]) + (int64_t)i * ms + row;
-        if (job.mode == MTPLX_MMV_STORE) {
-            const float *bias = pick3(seg, job.bias[0], job.bias[1], job.bias[2]);
-            *out = v + (bias ? bias[row] : 0.f);
-        } else if (job.mode == MTPLX_MMV_ADD) {
-            *out = *out + (v + 0.f);
-        } else {
-            int ru = r + 8 * MT;
-            float up = ((red[0][ru][i] + red[1][ru][i]) + red[2][ru][i]) + red[3][ru][i];
-            float gt = v + 0.f;
-            *out = gt / (1.f + expf(-gt)) * (up + 0.f);
-        }
+        auto total = [&](int rr) {
+            return ((red[0][rr][i] + red[1][rr][i]) + red[2][rr][i]) + red[3][rr][i];
+        };
+        store_result(job, seg, row, i, total(r), [&] { return total(r + 8 * MT); });
     }
 }
 
