@@ -94,8 +94,7 @@
  * but n = 4 worse, bench/RESULTS.md section 16), =0 into none
  * (bench/RESULTS.md section 18a).
  *
- * Left out for now: sampling at temperature > 0 and its acceptance test on
- * the GPU (the logits rows are copied back for those), several GPUs. */
+ * Left out for now: several GPUs. */
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_kernels.h"
 #include "kernels/kernels.h"
@@ -545,7 +544,7 @@ static void cu_argmax_rows(mtplx_backend *be, const float *logits, int64_t n, in
         cu_download(be, h, c->picks, (size_t)r * sizeof *h);
         for (int64_t i = 0; i < r; i++) {
             ids[i0 + i] = h[i].id;
-            logprob[i0 + i] = h[i].logprob;
+            if (logprob) logprob[i0 + i] = h[i].logprob;
         }
     }
 }

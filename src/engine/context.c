@@ -376,13 +376,8 @@ mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn 
             drafts[d - 1] = r.id;
             continue;
         }
-        if (!fn && !c->be->download) { /* host memory: the pick alone, no log-probability */
-            drafts[d - 1] = (int32_t)mtplx_argmax(c->mtp_acts.logits, n_out);
-            continue;
-        }
-        if (!fn) {
-            float lp;
-            c->be->argmax_rows(c->be, c->mtp_acts.logits, 1, n_out, &drafts[d - 1], &lp);
+        if (!fn) { /* the pick alone: a draft needs no log-probability */
+            c->be->argmax_rows(c->be, c->mtp_acts.logits, 1, n_out, &drafts[d - 1], NULL);
             continue;
         }
         float *ql = c->mtp_acts.logits;

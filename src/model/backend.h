@@ -107,7 +107,8 @@ struct mtplx_backend {
     /* ---- optional (the CPU has it too) ----
      * Greedy pick of n rows of logits [n][V] (a buffer of this backend):
      * ids[i] = the first index of row i's largest value (the sampler's rule
-     * at temperature 0), logprob[i] = its log-softmax. Returns once both are
+     * at temperature 0), logprob[i] = its log-softmax (logprob NULL: the ids
+     * alone, which spares the CPU a log-sum-exp a row). Returns once both are
      * in host memory: only 8 bytes a row cross to the host (on the CPU: no
      * dense one-hot distribution is built, engine/generate.c's pick_dev). */
     void (*argmax_rows)(mtplx_backend *be, const float *logits, int64_t n, int64_t V, int32_t *ids,

@@ -133,6 +133,7 @@ static void cpu_argmax_rows(mtplx_backend *be, const float *logits, int64_t n, i
     for (int64_t i = 0; i < n; i++) {
         const float *l = logits + i * V;
         ids[i] = (int32_t)mtplx_argmax(l, V);
+        if (!logprob) continue;
         float lse = mtplx_log_sum_exp(l, V);
         logprob[i] = lse == -INFINITY ? -INFINITY : l[ids[i]] - lse;
     }
