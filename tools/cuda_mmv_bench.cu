@@ -74,35 +74,33 @@ enum { D = 4096, DKV = 1024, FF = 12288 };
 /* which of the layer's matmuls to issue: bit 0 QKV, 1 O, 2 gate/up, 3 down */
 static void issue(cudaStream_t st, int type, const std::vector<layer> &L, int what, bool mma,
                   void *xq, bool pdl, const float *x, float *y, float *yff, int64_t n) {
-    for (const layer &l : L) {
+    /* a job of nseg weights in mode, the settings of this variant */
+    auto job = [&](int nseg, int mode) {
         mtplx_cuda_mmv_job j;
+        memset(&j, 0, sizeof j);
+        j.nseg = nseg, j.mode = mode, j.mma = mma, j.mma_q4k = !xq, j.xq = xq, j.pdl = pdl;
+        return j;
+    };
+    for (const layer &l : L) {
         if (what & 1) {
-            memset(&j, 0, sizeof j);
-            j.nseg = 3, j.mode = MTPLX_MMV_STORE, j.mma = mma, j.mma_q4k = !xq, j.xq = xq;
-            j.pdl = pdl;
+            mtplx_cuda_mmv_job j = job(3, MTPLX_MMV_STORE);
             for (int s = 0; s < 3; s++)
                 j.w[s] = l.qkv[s], j.y[s] = y + s * 16 * D;
             j.m[0] = D, j.m[1] = DKV, j.m[2] = DKV;
             CK(mtplx_cuda_mmv(st, type, &j, D, x, n));
         }
         if (what & 2) {
-            memset(&j, 0, sizeof j);
-            j.nseg = 1, j.mode = MTPLX_MMV_ADD, j.mma = mma, j.mma_q4k = !xq, j.xq = xq;
-            j.pdl = pdl;
+            mtplx_cuda_mmv_job j = job(1, MTPLX_MMV_ADD);
             j.w[0] = l.o, j.y[0] = y, j.m[0] = D;
             CK(mtplx_cuda_mmv(st, type, &j, D, x, n));
         }
         if (what & 4) {
-            memset(&j, 0, sizeof j);
-            j.nseg = 2, j.mode = MTPLX_MMV_SWIGLU, j.mma = mma, j.mma_q4k = !xq, j.xq = xq;
-            j.pdl = pdl;
+            mtplx_cuda_mmv_job j = job(2, MTPLX_MMV_SWIGLU);
             j.w[0] = l.gate, j.w[1] = l.up, j.y[0] = yff, j.m[0] = FF, j.m[1] = FF;
             CK(mtplx_cuda_mmv(st, type, &j, D, x, n));
         }
         if (what & 8) {
-            memset(&j, 0, sizeof j);
-            j.nseg = 1, j.mode = MTPLX_MMV_ADD, j.mma = mma, j.mma_q4k = !xq, j.xq = xq;
-            j.pdl = pdl;
+            mtplx_cuda_mmv_job j = job(1, MTPLX_MMV_ADD);
             j.w[0] = l.down, j.y[0] = y, j.m[0] = D;
             CK(mtplx_cuda_mmv(st, type, &j, FF, x, n));
         }
