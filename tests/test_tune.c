@@ -73,6 +73,11 @@ static void store_round_trip(void **s) {
     assert_true(got.best_tps > 59.9 && got.best_tps < 60.1);
     assert_string_equal(got.model, "/models/x.gguf");
     assert_true(got.when[0] != 0);
+    assert_int_equal(got.draft_vocab, 0); /* none stored: the whole vocabulary */
+    e.draft_vocab = 4096;
+    assert_true(tune_store_put(&e));
+    assert_int_equal(tune_store_get(&e.key, &got), 1);
+    assert_int_equal(got.draft_vocab, 4096);
     /* any key field differing is a miss */
     tune_key k = e.key;
     snprintf(k.quant, sizeof k.quant, "Q4_0");
@@ -263,6 +268,51 @@ static void mode_presets(void **s) {
     assert_false(gp.adaptive_depth);
 }
 
+/* The stored draft vocabulary: used at the tuned depth when no flag set one. */
+static void mode_tuned_vocab(void **s) {
+    (void)s;
+    int32_t c[4];
+    assert_int_equal(tune_vocab_candidates(8192, c), 3);
+    assert_true(c[0] == -1 && c[1] == 4096 && c[2] == 2048);
+    assert_int_equal(tune_vocab_candidates(151936, c), 3);
+    assert_true(c[1] == 75968 && c[2] == 37984); /* multiples of 8 */
+    assert_int_equal(tune_vocab_candidates(3000, c), 2); /* 750 is too few ids to try */
+    assert_int_equal(tune_vocab_candidates(512, c), 1);
+    cli_mode_env env = env_default();
+    env.tuned_depth = 2;
+    env.tuned_draft_vocab = 4096;
+    mtplx_gen_params gp;
+    mtplx_ctx_params cp;
+    cli_mode_plan p;
+    resolve(CLI_MODE_TURBO, &env, &gp, &cp, &p);
+    assert_int_equal(gp.draft_depth, 2);
+    assert_int_equal(gp.draft_vocab, 4096);
+    assert_true(p.vocab_tuned);
+    assert_int_equal(p.draft_vocab, 4096);
+    /* --draft-vocab (here: all of it, -1) wins */
+    gp = mtplx_gen_default_params();
+    cp = mtplx_ctx_default_params();
+    cp.kv_type = CLI_KV_AUTO;
+    gp.draft_vocab = -1;
+    cli_mode_resolve(CLI_MODE_TURBO, &env, &gp, &cp, &p);
+    assert_int_equal(gp.draft_vocab, -1);
+    assert_false(p.vocab_tuned);
+    /* another depth than the tuned one was not measured with it */
+    gp = mtplx_gen_default_params();
+    cp = mtplx_ctx_default_params();
+    cp.kv_type = CLI_KV_AUTO;
+    gp.draft_depth = 3;
+    cli_mode_resolve(CLI_MODE_TURBO, &env, &gp, &cp, &p);
+    assert_int_equal(gp.draft_vocab, 0);
+    /* nor is plain AR given one */
+    gp = mtplx_gen_default_params();
+    cp = mtplx_ctx_default_params();
+    cp.kv_type = CLI_KV_AUTO;
+    gp.draft_depth = 0;
+    cli_mode_resolve(CLI_MODE_TURBO, &env, &gp, &cp, &p);
+    assert_int_equal(gp.draft_vocab, 0);
+}
+
 static void mode_flags_override(void **s) {
     (void)s;
     cli_mode_env env = env_default();
@@ -390,6 +440,13 @@ static void tune_cli(void **s) {
     verdict = strstr(out, "Depth ");
     if (!verdict || !strstr(verdict, " is fastest: ")) fail_msg("no depth verdict in:\n%s", out);
     int d = atoi(verdict + 6);
+    /* then the draft vocabularies at that depth (8192 ids: all, 4096, 2048), and a verdict */
+    if (!strstr(verdict, "\nall ") || !strstr(verdict, "\n4096 ") || !strstr(verdict, "\n2048 "))
+        fail_msg("no draft vocabulary table in:\n%s", out);
+    const char *kept = strstr(verdict, "Drafting over the first ");
+    if (!kept == !strstr(verdict, "The whole vocabulary stays"))
+        fail_msg("want exactly one vocabulary verdict in:\n%s", out);
+    int dv = kept ? atoi(kept + strlen("Drafting over the first ")) : 0;
     assert_true(d >= 1 && d <= 4);
     assert_int_equal(count_entries(), 1);
     tune_entry e;
@@ -397,6 +454,7 @@ static void tune_cli(void **s) {
     assert_true(tune_key_make(MTPLX_SOURCE_DIR "/models/default.gguf", "Q8_0", &k));
     assert_int_equal(tune_store_get(&k, &e), 1);
     assert_int_equal(e.depth, d);
+    assert_int_equal(e.draft_vocab, dv);
     assert_int_equal(e.threads, 1);
     assert_int_equal(prog("tune --show", out, sizeof out, NULL, 0), 0);
     assert_non_null(strstr(out, "1 entry"));
@@ -419,6 +477,24 @@ static void tune_cli(void **s) {
     assert_int_equal(prog("run --mode burst -t 1 -n 4 --temp 0 -p 'The sea'", out, sizeof out,
                           err, sizeof err), 0);
     if (!strstr(err, want)) fail_msg("want '%s' in:\n%s", want, err);
+    /* ... and the stored draft vocabulary with it (one is stored here by hand,
+     * whatever this machine measured) */
+    e.draft_vocab = 4096;
+    assert_true(tune_store_put(&e));
+    assert_int_equal(prog("run --mode turbo -t 1 -n 4 --temp 0 -p 'The sea'", out, sizeof out,
+                          err, sizeof err), 0);
+    if (!strstr(err, "draft vocab 4096 (tuned)")) fail_msg("want the tuned vocabulary in:\n%s", err);
+    assert_int_equal(prog("run --mode turbo -t 1 -n 4 --temp 0 --draft-vocab 0 -p 'The sea'", out,
+                          sizeof out, err, sizeof err), 0);
+    if (strstr(err, "draft vocab")) fail_msg("--draft-vocab 0 (all) should win in:\n%s", err);
+    assert_int_equal(prog("tune --show", out, sizeof out, NULL, 0), 0);
+    assert_non_null(strstr(out, " 4096 "));
+    /* --no-vocab: the first phase alone */
+    assert_int_equal(prog("tune --quick --temp 0 -t 1 --retune --margin -0.99 --no-vocab", out,
+                          sizeof out, NULL, 0), 0);
+    assert_null(strstr(out, "\n4096 "));
+    assert_int_equal(tune_store_get(&k, &e), 1);
+    assert_int_equal(e.draft_vocab, 0);
     assert_int_equal(prog("tune --suite nosuch", out, sizeof out, NULL, 0), 2);
     clear_store();
 }
@@ -507,6 +583,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(store_round_trip), cmocka_unit_test(model_hash),
         cmocka_unit_test(decide),           cmocka_unit_test(mode_presets),
+        cmocka_unit_test(mode_tuned_vocab),
         cmocka_unit_test(mode_flags_override), cmocka_unit_test(mode_auto),
         cmocka_unit_test(tune_cli),         cmocka_unit_test(run_mode_cli),
         cmocka_unit_test(start_mode_cli),

@@ -244,7 +244,7 @@ static int suite_throughput(mtplx_model *m, const bench_opts *o, cJSON *res) {
                       .seed = 1234,
                       .warmup = !o->quick, .progress = true};
     tune_cfg cfg[MTPLX_MAX_DRAFT + 1];
-    mtplx_status ms = tune_measure(m, pr, n, &plan, cfg);
+    mtplx_status ms = tune_measure(m, pr, n, &plan, cfg, tune_cfgs_depths(cfg, o->max_depth));
     free(pr);
     bench_set_free(&set);
     if (ms != MTPLX_OK) {

@@ -11,7 +11,11 @@ static void help(void) {
     printf("usage: mtplx tune [-m MODEL] [--retune] [--suite NAME] [--show]\n\n"
            "Measure plain autoregressive decoding and MTP draft depths 1..4 on this\n"
            "machine and store the fastest depth for this model, quant type and hardware in\n"
-           "%s.\n\n"
+           "%s.\n"
+           "Then, on the CPU, the fastest depth again with the head drafting over the\n"
+           "first half and quarter of the token ids only (exact either way; a smaller\n"
+           "draft vocabulary reads less of the output matrix per draft): one that beats\n"
+           "the whole vocabulary by more than 1%% is stored with the depth.\n\n"
            "  -m, --model PATH     model (default: the built-in model)\n"
            "      --retune         measure again and replace a stored result\n"
            "      --suite NAME     prompt suite: all (default), prose, code\n"
@@ -24,14 +28,65 @@ static void help(void) {
            "      --reps N         timed repetitions (default 3)\n"
            "      --margin F       a depth must beat AR by more than this fraction to be\n"
            "                       stored (default 0.03; negative: store the best depth)\n"
+           "      --no-vocab       skip the second phase (see below)\n"
            "      --temp T         sampling temperature (default 0.8, as run; fixed seeds)\n"
            "  -h, --help\n",
            tune_store_path());
 }
 
+/* The second phase: depth `depth` with the whole vocabulary and with the
+ * prefixes of tune_vocab_candidates, interleaved. A prefix is kept when it
+ * beats the whole vocabulary by more than 1% (the smaller cut within 1% of
+ * the fastest loses: it drafts worse for the same speed). *best, phase one's
+ * median at this depth, is scaled by the ratio this phase measured, so the
+ * stored speedup compares medians of one phase's runs. */
+static bool tune_vocab(mtplx_model *model, const tune_prompt *prompts, int n_prompts,
+                       const tune_plan *plan, int32_t depth, int32_t n_vocab, int32_t *vocab,
+                       double *best) {
+    int32_t cand[4];
+    int32_t n = tune_vocab_candidates(n_vocab, cand);
+    if (n < 2) return true;
+    tune_cfg cfg[4];
+    for (int32_t i = 0; i < n; i++) cfg[i] = (tune_cfg){.depth = depth, .draft_vocab = cand[i]};
+    char cuts[64];
+    if (n > 2) snprintf(cuts, sizeof cuts, "the first %d and %d", cand[1], cand[2]);
+    else snprintf(cuts, sizeof cuts, "the first %d", cand[1]);
+    fprintf(stderr, "mtplx tune: depth %d drafting over all %d ids and over %s: %d runs\n", depth,
+            n_vocab, cuts, (plan->warmup ? n : 0) + plan->reps * n_prompts * n);
+    if (tune_measure(model, prompts, n_prompts, plan, cfg, n) != MTPLX_OK) {
+        cli_error("measurement failed");
+        return false;
+    }
+    double med[4];
+    printf("%-8s %9s %17s %9s %8s  %s\n", "vocab", "tok/s", "range", "tok/fwd", "vs all",
+           "acceptance per position");
+    for (int32_t i = 0; i < n; i++) {
+        tune_cfg *x = &cfg[i];
+        med[i] = x->median;
+        char name[16] = "all";
+        if (i) snprintf(name, sizeof name, "%d", cand[i]);
+        printf("%-8s %9.1f %8.1f..%-8.1f %9.2f %7.2fx ", name, x->median, x->lo, x->hi,
+               x->n_forward ? (double)x->n_gen / x->n_forward : 0.0,
+               med[0] > 0 ? x->median / med[0] : 0.0);
+        for (int32_t q = 0; q < depth; q++)
+            printf("%s%.2f", q ? "/" : " ", x->drafted[q] ? (double)x->accepted[q] / x->drafted[q] : 0.0);
+        printf("\n");
+    }
+    int32_t w = tune_decide(med, n - 1, 0.01, 0.01);
+    if (w == 0) {
+        printf("The whole vocabulary stays: no prefix beat it by more than 1%%.\n");
+        return true;
+    }
+    *vocab = cand[w];
+    *best *= med[w] / med[0];
+    printf("Drafting over the first %d ids is fastest: %.2fx the whole vocabulary at depth %d.\n",
+           cand[w], med[w] / med[0], depth);
+    return true;
+}
+
 int cmd_tune(int argc, char **argv) {
     enum { O_RETUNE = 256, O_SUITE, O_SHOW, O_QUICK, O_REPS, O_TEMP, O_DEPTH, O_PROMPTS, O_MARGIN,
-           O_DEVICE };
+           O_DEVICE, O_NOVOCAB };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"retune", no_argument, 0, O_RETUNE},
         {"suite", required_argument, 0, O_SUITE}, {"show", no_argument, 0, O_SHOW},
@@ -39,10 +94,10 @@ int cmd_tune(int argc, char **argv) {
         {"tokens", required_argument, 0, 'n'}, {"reps", required_argument, 0, O_REPS},
         {"temp", required_argument, 0, O_TEMP}, {"max-depth", required_argument, 0, O_DEPTH},
         {"prompts", required_argument, 0, O_PROMPTS}, {"margin", required_argument, 0, O_MARGIN},
-        {"device", required_argument, 0, O_DEVICE},
+        {"device", required_argument, 0, O_DEVICE}, {"no-vocab", no_argument, 0, O_NOVOCAB},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     const char *model_arg = NULL, *suite = "all";
-    bool retune = false, show = false, quick = false;
+    bool retune = false, show = false, quick = false, no_vocab = false;
     tune_plan plan = {.max_depth = 4, .n_tokens = 64, .reps = 3, .temperature = 0.8f,
                       .seed = 1234, .warmup = true, .progress = true};
     bool set_tokens = false, set_reps = false;
@@ -87,6 +142,7 @@ int cmd_tune(int argc, char **argv) {
         case O_PROMPTS:
             if (!cli_parse_int("tune", "--prompts", optarg, 1, 64, &max_prompts)) return EXIT_USAGE;
             break;
+        case O_NOVOCAB: no_vocab = true; break;
         case O_DEVICE:
             if (!cli_parse_device("tune", optarg, &plan.device)) return EXIT_USAGE;
             break;
@@ -133,9 +189,11 @@ int cmd_tune(int argc, char **argv) {
     int got = tune_store_get(&key, &have);
     if (got < 0) goto done;
     if (got == 1 && !retune && !gpu) {
-        printf("Already tuned (%s): depth %d, %.1f -> %.1f tokens/s (%.2fx). "
+        char dv[48] = "";
+        if (have.draft_vocab > 0) snprintf(dv, sizeof dv, ", draft vocabulary %d", have.draft_vocab);
+        printf("Already tuned (%s): depth %d%s, %.1f -> %.1f tokens/s (%.2fx). "
                "Use --retune to measure again.\n",
-               have.when, have.depth, have.ar_tps, have.best_tps,
+               have.when, have.depth, dv, have.ar_tps, have.best_tps,
                have.ar_tps > 0 ? have.best_tps / have.ar_tps : 0.0);
         rc = EXIT_OK;
         goto done;
@@ -154,7 +212,8 @@ int cmd_tune(int argc, char **argv) {
             path, info.arch, info.weight_type, info.n_mtp, hw.cpu_model, where, plan.max_depth,
             suite, n_prompts, plan.n_tokens, plan.reps, plan.temperature, runs);
     tune_cfg cfg[MTPLX_MAX_DRAFT + 1];
-    if (tune_measure(model, prompts, n_prompts, &plan, cfg) != MTPLX_OK) {
+    if (tune_measure(model, prompts, n_prompts, &plan, cfg, tune_cfgs_depths(cfg, plan.max_depth)) !=
+        MTPLX_OK) {
         cli_error("measurement failed");
         goto done;
     }
@@ -193,6 +252,10 @@ int cmd_tune(int argc, char **argv) {
         rc = EXIT_OK;
         goto done;
     }
+    int32_t vocab = 0;
+    double best = med[win];
+    if (!no_vocab && !tune_vocab(model, prompts, n_prompts, &plan, win, info.n_vocab, &vocab, &best))
+        goto done;
     tune_entry e;
     memset(&e, 0, sizeof e);
     e.key = key;
@@ -200,7 +263,8 @@ int cmd_tune(int argc, char **argv) {
     e.depth = win;
     e.threads = threads;
     e.ar_tps = med[0];
-    e.best_tps = med[win];
+    e.best_tps = best;
+    e.draft_vocab = vocab;
     snprintf(e.suite, sizeof e.suite, "%s%s", suite, quick ? " (quick)" : "");
     if (!tune_store_put(&e)) goto done;
     printf("Stored in %s (%s).\n", tune_store_path(), got == 1 ? "replaced" : "new");

@@ -204,6 +204,7 @@ static void entry_from_json(const cJSON *e, tune_entry *out) {
     snprintf(out->suite, sizeof out->suite, "%s", jstr(e, "suite"));
     snprintf(out->when, sizeof out->when, "%s", jstr(e, "when"));
     out->depth = (int32_t)jnum(e, "depth");
+    out->draft_vocab = (int32_t)jnum(e, "draft_vocab"); /* absent (older entries): 0 */
     out->threads = (int32_t)jnum(e, "threads");
     out->ar_tps = jnum(e, "ar_tokens_per_s");
     out->best_tps = jnum(e, "best_tokens_per_s");
@@ -249,6 +250,7 @@ bool tune_store_put(const tune_entry *in) {
     cJSON_AddStringToObject(e, "mtplx_version", in->key.version);
     cJSON_AddStringToObject(e, "model", in->model);
     cJSON_AddNumberToObject(e, "depth", in->depth);
+    if (in->draft_vocab > 0) cJSON_AddNumberToObject(e, "draft_vocab", in->draft_vocab);
     cJSON_AddNumberToObject(e, "threads", in->threads);
     cJSON_AddNumberToObject(e, "ar_tokens_per_s", in->ar_tps);
     cJSON_AddNumberToObject(e, "best_tokens_per_s", in->best_tps);
@@ -279,16 +281,19 @@ int tune_store_show(FILE *f) {
     const cJSON *entries = cJSON_GetObjectItem(root, "entries");
     int n = cJSON_GetArraySize(entries);
     fprintf(f, "tuning store: %s (%d entr%s)\n", tune_store_path(), n, n == 1 ? "y" : "ies");
-    if (n) fprintf(f, "%-5s %9s %9s %7s %-6s %-25s %-21s %-7s %s\n", "depth", "AR tok/s",
-                   "tok/s", "speedup", "quant", "model hash", "when", "version", "model / hardware");
+    if (n) fprintf(f, "%-5s %-6s %9s %9s %7s %-6s %-25s %-21s %-7s %s\n", "depth", "vocab",
+                   "AR tok/s", "tok/s", "speedup", "quant", "model hash", "when", "version",
+                   "model / hardware");
     const cJSON *e;
     cJSON_ArrayForEach(e, entries) {
         tune_entry t;
         entry_from_json(e, &t);
-        fprintf(f, "%-5d %9.1f %9.1f %6.2fx %-6s %-25s %-21s %-7s %s\n", t.depth, t.ar_tps,
-                t.best_tps, t.ar_tps > 0 ? t.best_tps / t.ar_tps : 0.0, t.key.quant,
+        char vocab[16] = "all";
+        if (t.draft_vocab > 0) snprintf(vocab, sizeof vocab, "%d", t.draft_vocab);
+        fprintf(f, "%-5d %-6s %9.1f %9.1f %6.2fx %-6s %-25s %-21s %-7s %s\n", t.depth, vocab,
+                t.ar_tps, t.best_tps, t.ar_tps > 0 ? t.best_tps / t.ar_tps : 0.0, t.key.quant,
                 t.key.model_hash, t.when, t.key.version, t.model);
-        fprintf(f, "%76s %s\n", "", t.key.hardware);
+        fprintf(f, "%83s %s\n", "", t.key.hardware);
     }
     cJSON_Delete(root);
     return n;
@@ -427,7 +432,8 @@ static void progress(const tune_plan *p, int done, int total, double t0) {
 
 /* One generation on a fresh context. */
 static mtplx_status one_run(mtplx_model *m, const tune_plan *p, const int32_t *ids, int32_t n,
-                            int32_t depth, int32_t n_tokens, uint64_t seed, mtplx_gen_stats *st) {
+                            const tune_cfg *cfg, int32_t n_tokens, uint64_t seed,
+                            mtplx_gen_stats *st) {
     mtplx_ctx_params cp = mtplx_ctx_default_params();
     cp.n_threads = p->n_threads;
     cp.n_ctx = p->n_ctx > 0 ? p->n_ctx : 1024;
@@ -439,20 +445,35 @@ static mtplx_status one_run(mtplx_model *m, const tune_plan *p, const int32_t *i
     gp.sampling.temperature = p->temperature;
     gp.sampling.seed = seed;
     gp.max_tokens = n_tokens;
-    gp.draft_depth = depth;
+    gp.draft_depth = cfg->depth;
+    gp.draft_vocab = cfg->draft_vocab;
     gp.ignore_eos = true; /* every configuration produces the same number of tokens */
     mtplx_status s = mtplx_generate(ctx, ids, n, &gp, NULL, NULL, st);
     mtplx_ctx_free(ctx);
     return s;
 }
 
+int32_t tune_cfgs_depths(tune_cfg *out, int32_t max_depth) {
+    for (int32_t d = 0; d <= max_depth; d++) out[d] = (tune_cfg){.depth = d};
+    return max_depth + 1;
+}
+
+int32_t tune_vocab_candidates(int32_t n_vocab, int32_t *out) {
+    int32_t n = 0;
+    out[n++] = -1;
+    for (int32_t div = 2; div <= 4; div *= 2) {
+        int32_t v = n_vocab / div / 8 * 8;
+        if (v >= 1024) out[n++] = v;
+    }
+    return n;
+}
+
 mtplx_status tune_measure(mtplx_model *m, const tune_prompt *prompts, int n_prompts,
-                          const tune_plan *p, tune_cfg *out) {
-    int32_t nc = p->max_depth + 1;
+                          const tune_plan *p, tune_cfg *out, int32_t nc) {
     if (nc < 1 || nc > MTPLX_MAX_DRAFT + 1 || n_prompts < 1 || p->reps < 1)
         return mtplx_fail(MTPLX_ERR_ARG, "tune: bad plan");
-    memset(out, 0, (size_t)nc * sizeof *out);
-    for (int32_t d = 0; d < nc; d++) out[d].depth = d;
+    for (int32_t i = 0; i < nc; i++) out[i] = (tune_cfg){.depth = out[i].depth,
+                                                         .draft_vocab = out[i].draft_vocab};
     const mtplx_tokenizer *tok = mtplx_model_tokenizer(m);
     int32_t **ids = calloc((size_t)n_prompts, sizeof *ids);
     size_t *n_ids = calloc((size_t)n_prompts, sizeof *n_ids);
@@ -464,7 +485,7 @@ mtplx_status tune_measure(mtplx_model *m, const tune_prompt *prompts, int n_prom
     double t0 = cli_now_ms();
     mtplx_gen_stats st;
     for (int32_t d = 0; s == MTPLX_OK && p->warmup && d < nc; d++) {
-        s = one_run(m, p, ids[0], (int32_t)n_ids[0], d, 16, p->seed, &st);
+        s = one_run(m, p, ids[0], (int32_t)n_ids[0], &out[d], 16, p->seed, &st);
         progress(p, ++done, total, t0);
     }
     uint64_t rng = p->seed ^ 0x6d74706c78ull;
@@ -479,7 +500,7 @@ mtplx_status tune_measure(mtplx_model *m, const tune_prompt *prompts, int n_prom
             }
             for (int32_t k = 0; s == MTPLX_OK && k < nc; k++) {
                 tune_cfg *c = &out[order[k]];
-                s = one_run(m, p, ids[i], (int32_t)n_ids[i], c->depth, p->n_tokens,
+                s = one_run(m, p, ids[i], (int32_t)n_ids[i], c, p->n_tokens,
                             p->seed + 1000ull * (uint64_t)i + (uint64_t)r, &st);
                 if (s != MTPLX_OK) break;
                 if (c->n < TUNE_MAX_SAMPLES && st.t_decode_ms > 0)
@@ -665,6 +686,13 @@ void cli_mode_resolve(cli_mode mode, const cli_mode_env *env, mtplx_gen_params *
         }
     }
     snprintf(o->depth_from, sizeof o->depth_from, "%s", from);
+    /* the stored draft vocabulary was measured at the tuned depth only */
+    if (gp->draft_vocab == 0 && env->tuned_draft_vocab > 0 && o->depth > 0 &&
+        o->depth == env->tuned_depth) {
+        gp->draft_vocab = env->tuned_draft_vocab;
+        o->vocab_tuned = true;
+    }
+    o->draft_vocab = gp->draft_vocab;
 
     gp->draft_depth = o->depth;
     gp->adaptive_depth = o->adaptive && o->depth > 0;
@@ -686,6 +714,8 @@ void cli_mode_print(const cli_mode_plan *p, FILE *log) {
     if (p->kv_note && !p->set_kv) fprintf(log, " (not q8_0: %s)", p->kv_note);
     fprintf(log, " | ctx %d%s", p->n_ctx, p->set_ctx ? " (flag)" : "");
     if (p->adaptive && p->depth > 0) fprintf(log, " | adaptive depth%s", p->set_adaptive ? " (flag)" : "");
+    if (p->draft_vocab > 0 && p->depth > 0)
+        fprintf(log, " | draft vocab %d (%s)", p->draft_vocab, p->vocab_tuned ? "tuned" : "flag");
     if (p->mem_budget)
         fprintf(log, " | memory budget %.1f GiB", (double)p->mem_budget / (1024.0 * 1024 * 1024));
     if (p->device) fprintf(log, " | device %s", p->device);
@@ -719,8 +749,10 @@ int cli_apply_mode(const mtplx_model *model, const char *model_path, const char 
     if (info.n_mtp > 0 && gp->draft_depth < 0) {
         tune_key k;
         tune_entry e;
-        if (tune_key_make(model_path, info.weight_type, &k) && tune_store_get(&k, &e) == 1)
+        if (tune_key_make(model_path, info.weight_type, &k) && tune_store_get(&k, &e) == 1) {
             env.tuned_depth = e.depth;
+            env.tuned_draft_vocab = e.draft_vocab;
+        }
     }
     cli_mode_plan plan;
     cli_mode_resolve(m, &env, gp, cp, &plan);
@@ -751,6 +783,7 @@ static mtplx_status serve_on_model(const mtplx_model *model, mtplx_server_params
     sp->kv_type = m->cp.kv_type;
     sp->device = m->cp.device;
     sp->draft_depth = m->gp.draft_depth;
+    sp->draft_vocab = m->gp.draft_vocab;
     sp->adaptive_depth = m->gp.adaptive_depth;
     return MTPLX_OK;
 }

@@ -35,6 +35,8 @@ typedef struct tune_entry {
     tune_key key;
     char model[512];   /* path when tuned (informational) */
     int32_t depth;     /* the winner, >= 1 (AR winning is never stored) */
+    int32_t draft_vocab; /* the winner's draft vocabulary (mtplx_gen_params.draft_vocab); 0 = the
+                          * whole vocabulary (no prefix beat it, or not measured: GPU, old entries) */
     int32_t threads;   /* threads used while measuring */
     double ar_tps, best_tps;
     char suite[32];
@@ -75,7 +77,7 @@ typedef struct tune_prompt {
 const tune_prompt *tune_suite(const char *name, int *n);
 
 typedef struct tune_plan {
-    int32_t max_depth;  /* configurations: AR (0) and depths 1..max_depth */
+    int32_t max_depth;  /* tune_cfgs_depths: AR (0) and depths 1..max_depth */
     int32_t n_tokens;   /* new tokens per run */
     int32_t reps;       /* timed repetitions of each (prompt, config) */
     int32_t n_threads;  /* 0 = all */
@@ -90,7 +92,8 @@ typedef struct tune_plan {
 enum { TUNE_MAX_SAMPLES = 256 };
 
 typedef struct tune_cfg {
-    int32_t depth;
+    int32_t depth;                   /* set by the caller: 0 = AR */
+    int32_t draft_vocab;             /* set by the caller: mtplx_gen_params.draft_vocab */
     int n;                           /* samples */
     double tps[TUNE_MAX_SAMPLES];    /* decode tok/s of each run */
     double median, lo, hi;           /* of tps */
@@ -98,12 +101,21 @@ typedef struct tune_cfg {
     double t_decode_ms, t_draft_ms, t_verify_ms;
 } tune_cfg;
 
-/* Run the plan: out[0] is AR, out[d] depth d (max_depth + 1 entries). Each
- * run gets a fresh context; within each (rep, prompt) the configurations run
- * in a shuffled order (fixed seed), so none systematically warms caches for
- * another. */
+/* Fill out[0..max_depth] with the configurations AR and depths 1..max_depth
+ * (the model's automatic draft vocabulary); returns their count. */
+int32_t tune_cfgs_depths(tune_cfg *out, int32_t max_depth);
+
+/* Measure the n_cfg configurations out[i] (depth and draft_vocab set by the
+ * caller; the rest is filled). Each run gets a fresh context; within each
+ * (rep, prompt) the configurations run in a shuffled order (fixed seed), so
+ * none systematically warms caches for another. */
 mtplx_status tune_measure(mtplx_model *model, const tune_prompt *prompts, int n_prompts,
-                          const tune_plan *plan, tune_cfg *out);
+                          const tune_plan *plan, tune_cfg *out, int32_t n_cfg);
+
+/* The draft vocabularies tune tries at the winning depth, against the whole
+ * vocabulary (out[0] = -1): the first V/2 and V/4 ids, multiples of 8, when
+ * at least 1024. Returns the count (1 when V is too small for a prefix). */
+int32_t tune_vocab_candidates(int32_t n_vocab, int32_t *out);
 
 /* The decision. med[0] = AR median tok/s, med[d] = depth d (<= 0: not
  * measured). The fastest depth wins only if it beats AR by more than
@@ -132,6 +144,7 @@ typedef struct cli_mode_env {
     int32_t n_ctx_train;
     bool has_mtp;
     int32_t tuned_depth;        /* 0: nothing in the store */
+    int32_t tuned_draft_vocab;  /* the stored draft vocabulary, 0 = the whole one */
     int32_t depth_trained;      /* the head's trained draft depth, 0 = unknown */
     int32_t n_expected;         /* prompt + new tokens, 0 = unknown (chat, server) */
     /* NULL when a Q8_0 KV cache can run; else why not ("q8_0 KV is CPU-only",
@@ -151,6 +164,8 @@ typedef struct cli_mode_plan {
     const char *kv_note;        /* sustained wanted Q8_0 and could not have it: why */
     bool adaptive;
     char depth_from[48];        /* "tuned", "flag", "default", "no MTP head", ... */
+    int32_t draft_vocab;        /* as resolved into gp->draft_vocab (0 = automatic) */
+    bool vocab_tuned;           /* it came from the store */
     uint64_t mem_budget;        /* sustained: bytes for weights + KV (0 = none) */
     uint64_t kv_bytes_per_token;/* of the chosen KV type */
     int32_t base_depth;         /* sustained: depth before the context rule */
@@ -177,7 +192,10 @@ typedef struct cli_mode_plan {
  *             regime), else 4, the deepest tune tries.
  *  auto:      sustained when ctx > 8192 was asked or n_expected > 4096;
  *             burst when 0 < n_expected <= 1536 and ctx (if asked) <= 2048;
- *             turbo otherwise. */
+ *             turbo otherwise.
+ * Every mode: the stored draft vocabulary (env->tuned_draft_vocab) when the
+ * depth is the tuned one and gp->draft_vocab is unset (0); it was measured
+ * at that depth only. */
 void cli_mode_resolve(cli_mode mode, const cli_mode_env *env, mtplx_gen_params *gp,
                       mtplx_ctx_params *cp, cli_mode_plan *out);
 

@@ -125,6 +125,7 @@ static bool parse_sampling(srv *s, cJSON *root, srv_req *r, srv_reply *rep) {
     gp->draft_depth = (int32_t)iv;
     r->depth_asked = field(root, "draft_depth") != NULL;
     gp->adaptive_depth = s->p.adaptive_depth;
+    gp->draft_vocab = s->p.draft_vocab;
     mtplx_model_info info;
     mtplx_model_get_info(s->model, &info);
     if (gp->draft_depth > 0 && info.n_mtp == 0) gp->draft_depth = 0;

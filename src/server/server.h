@@ -21,6 +21,7 @@ typedef struct mtplx_server_params {
     mtplx_kv_type kv_type;       /* every slot's KV cache (MTPLX_KV_F16) */
     const char *device;          /* "cpu" (NULL) or "cuda" */
     bool adaptive_depth;         /* requests adapt their depth to the running acceptance */
+    int draft_vocab;             /* mtplx_gen_params.draft_vocab of every request (0 = automatic) */
     const char *chat_template_path; /* Jinja file overriding the model's template */
     int max_queue;               /* requests waiting for a slot before 429 (64) */
     const char *embedding_model; /* optional model for /v1/embeddings */
@@ -29,8 +30,9 @@ typedef struct mtplx_server_params {
     /* Called once the socket listens, with the URL ("http://127.0.0.1:8000"). */
     void (*on_listen)(const char *url, int port, void *user);
     /* Called once the model is loaded, before the slots' contexts are made:
-     * may change n_ctx, n_threads, n_batch, kv_type, device, draft_depth and
-     * adaptive_depth (the CLI resolves --mode here and prints its plan).
+     * may change n_ctx, n_threads, n_batch, kv_type, device, draft_depth,
+     * adaptive_depth and draft_vocab (the CLI resolves --mode here and prints
+     * its plan).
      * Anything but MTPLX_OK stops the server with that status. */
     mtplx_status (*on_model)(const mtplx_model *model, struct mtplx_server_params *p, void *user);
     /* For a request that does not ask for a draft_depth: the depth to use
