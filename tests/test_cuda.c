@@ -497,21 +497,23 @@ static void test_fused(void) {
     }
 }
 
-/* mmv_i8.cu's GEMV launched as a programmatic dependent of its x kernel
- * (paths.pdl, on by default; sm_90) against plain launches: the same bits
- * for every mode (matmul + bias, QKV with the rmsnorm fused, gate/up +
- * SwiGLU with it, matmul_add), Q8_0 and Q4_K, 1, 4 and 16 rows. A GEMV that
- * read x, the scales or y before its wait would differ here (or under
- * memcheck). The norm is fused with the op checks' MTPLX_CUDA_FUSE_NORM=1. */
+/* The tensor-core GEMVs launched as programmatic dependents (paths.pdl, on
+ * by default; sm_90) against plain launches: the same bits for every mode
+ * (matmul + bias, QKV, gate/up + SwiGLU, matmul_add), 1, 4 and 16 rows, on
+ * mmv_i8.cu (Q8_0, Q4_K; the rmsnorm fused into QKV and gate/up, as the op
+ * checks' MTPLX_CUDA_FUSE_NORM=1 has it) and on mmv_tc.cu (BF16, Q8_0 with
+ * mma_q4k: no fused norm there). A GEMV that read x, the scales or y before
+ * its wait would differ here (or under memcheck). */
 static void test_i8_pdl(void) {
     mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu);
     if (!saved.mma) return;
-    static const int types[] = {MTPLX_TYPE_Q8_0, MTPLX_TYPE_Q4_K};
+    static const int types[] = {MTPLX_TYPE_Q8_0, MTPLX_TYPE_Q4_K, MTPLX_TYPE_BF16, MTPLX_TYPE_Q8_0};
     static const int64_t ns[] = {1, 4, 16};
-    for (size_t t = 0; t < 2; t++)
+    for (size_t t = 0; t < 4; t++)
         for (size_t ni = 0; ni < 3; ni++) {
             int type = types[t];
-            int64_t k = type == MTPLX_TYPE_Q8_0 ? 2112 : 3072, n = ns[ni];
+            bool tc = t >= 2; /* mmv_tc.cu */
+            int64_t k = type == MTPLX_TYPE_Q4_K ? 3072 : type == MTPLX_TYPE_BF16 ? 1032 : 2112, n = ns[ni];
             int64_t ms[3] = {301, 37, 64}, tot = n * (2 * ms[0] + ms[0] + ms[1] + ms[2] + ms[1]);
             uint8_t *W[4];
             mtplx_weight w[4];
@@ -523,30 +525,32 @@ static void test_i8_pdl(void) {
             const mtplx_weight *wp[3] = {&w[0], &w[1], &w[2]};
             float *x = rand_vec(n * k, 1.0f), *bias = rand_vec(ms[0], 1.0f);
             float *nw = rand_vec(k, 1.0f), *y0 = rand_vec(n * ms[1], 1.0f);
+            const float *nwp = tc ? NULL : nw;
             const float *bs[3] = {bias, NULL, NULL};
             float *xd = to_dev(x, (size_t)(n * k) * sizeof(float));
             float *yd = gpu->buf_alloc(gpu, (size_t)tot * sizeof(float)), *got[2];
             bool took = true;
             for (int pdl = 0; pdl < 2; pdl++) {
                 mtplx_cuda_paths p = saved;
-                p.mma = true, p.mma_q4k = false, p.pdl = pdl;
+                p.mma = true, p.mma_q4k = tc, p.pdl = pdl;
                 mtplx_cuda_set_paths(gpu, p);
                 /* [matmul][QKV][SwiGLU][add], each [n][m] */
                 float *y = yd, *qkv[3] = {yd + n * ms[0]};
                 qkv[1] = qkv[0] + n * ms[0], qkv[2] = qkv[1] + n * ms[1];
                 float *h = qkv[2] + n * ms[2], *ya = h + n * ms[0];
                 gpu->matmul(gpu, &w[0], bias, xd, n, y);
-                took = took && gpu->matmul_multi(gpu, 3, wp, bs, xd, nw, 1e-6f, n, qkv);
-                took = took && gpu->matmul_swiglu(gpu, &w[0], &w[3], xd, nw, 1e-6f, n, h);
+                took = took && gpu->matmul_multi(gpu, 3, wp, bs, xd, nwp, 1e-6f, n, qkv);
+                took = took && gpu->matmul_swiglu(gpu, &w[0], &w[3], xd, nwp, 1e-6f, n, h);
                 gpu->upload(gpu, ya, y0, (size_t)(n * ms[1]) * sizeof(float));
                 took = took && gpu->matmul_add(gpu, &w[1], xd, n, ya);
                 got[pdl] = from_dev(yd, (size_t)tot);
             }
             mtplx_cuda_set_paths(gpu, saved);
             report(took && memcmp(got[0], got[1], (size_t)tot * sizeof(float)) == 0,
-                   "int8 GEMV %-4s k=%lld n=%-2lld with PDL (MTPLX_CUDA_PDL) == without, bit for "
-                   "bit: matmul + bias, QKV + norm, SwiGLU + norm, add%s",
-                   mtplx_type_info(type)->name, (long long)k, (long long)n,
+                   "%s GEMV %-4s k=%lld n=%-2lld with PDL (MTPLX_CUDA_PDL) == without, bit for "
+                   "bit: matmul + bias, QKV%s, SwiGLU%s, add%s",
+                   tc ? "tensor-core" : "int8", mtplx_type_info(type)->name, (long long)k,
+                   (long long)n, tc ? "" : " + norm", tc ? "" : " + norm",
                    took ? "" : " (a fused op not taken)");
             gpu->buf_free(gpu, xd), gpu->buf_free(gpu, yd);
             mtplx_cuda_forget_params(gpu);
@@ -1117,47 +1121,61 @@ done:
     mtplx_model_free(m);
 }
 
-/* CUDA graphs change how ops are launched, never what they compute: two GPU
- * contexts, graphs on and off, must give bit-identical logits through a
- * prefill, decode steps (1 row), verify steps (4 rows, all logits, rolled
- * back by 2 like a partly rejected draft) and greedy MTP generation (the
- * head's forwards too); and the graphs must actually have been replayed. */
+/* CUDA graphs and programmatic dependent launch (PDL) change how ops are
+ * launched, never what they compute: three GPU contexts, graphs on, graphs
+ * off, and graphs on with PDL off (MTPLX_CUDA_PDL=0), must give
+ * bit-identical logits through a prefill, decode steps (1 row), verify steps
+ * (4 rows, all logits, rolled back by 2 like a partly rejected draft) and
+ * greedy MTP generation (the head's forwards too); and the graphs must
+ * actually have been replayed. A kernel of the PDL chain that read its
+ * predecessor's output before its wait would differ here (or under
+ * memcheck's run of the op checks, which launch with PDL too). */
 static void test_graphs(const char *path, bool i8) {
     mtplx_model *m = load_model(path);
     if (!m) return;
     mtplx_model_info info;
     mtplx_model_get_info(m, &info);
-    mtplx_ctx *on = new_ctx(m, "cuda"), *off = new_ctx(m, "cuda");
-    if (!on || !off) goto done;
+    mtplx_ctx *on = new_ctx(m, "cuda"), *off = new_ctx(m, "cuda"), *np = new_ctx(m, "cuda");
+    if (!on || !off || !np) goto done;
     mtplx_cuda_set_graphs(on->be, true);
     mtplx_cuda_set_graphs(off->be, false);
-    if (i8) { /* steps on the int8 GEMV, with PDL and fused norms as configured */
-        for (int i = 0; i < 2; i++) {
-            mtplx_backend *be = i ? off->be : on->be;
-            mtplx_cuda_paths p = mtplx_cuda_get_paths(be);
-            p.mma_q4k = false;
-            mtplx_cuda_set_paths(be, p);
-        }
+    mtplx_cuda_set_graphs(np->be, true);
+    bool pdl_env = mtplx_cuda_get_paths(on->be).pdl;
+    for (int i = 0; i < 3; i++) {
+        mtplx_backend *be = i == 0 ? on->be : i == 1 ? off->be : np->be;
+        mtplx_cuda_paths p = mtplx_cuda_get_paths(be);
+        if (i8) p.mma_q4k = false; /* steps on the int8 GEMV, with the fused norms as configured */
+        if (i == 2) p.pdl = false;
+        mtplx_cuda_set_paths(be, p);
     }
     const char *tag = i8 ? ", int8 GEMV" : "";
     int32_t V = info.n_vocab, tok[128];
     for (int i = 0; i < 128; i++) tok[i] = (int32_t)((i * 7919 + 13) % V);
     size_t row = (size_t)V * sizeof(float);
-    int diff = 0, steps = 0;
+    int diff = 0, diffp = 0, steps = 0;
     /* prefill 20 (not captured: > 16 rows), 8 decode steps, 6 verify steps */
-    bool ok = mtplx_forward(on, tok, 20, false) == MTPLX_OK && mtplx_forward(off, tok, 20, false) == MTPLX_OK;
+    bool ok = mtplx_forward(on, tok, 20, false) == MTPLX_OK && mtplx_forward(off, tok, 20, false) == MTPLX_OK &&
+              mtplx_forward(np, tok, 20, false) == MTPLX_OK;
     diff += ok && memcmp(mtplx_logits(on, -1), mtplx_logits(off, -1), row) != 0;
+    diffp += ok && memcmp(mtplx_logits(on, -1), mtplx_logits(np, -1), row) != 0;
     for (int s = 0; ok && s < 8; s++, steps++) {
         ok = mtplx_forward(on, tok + 20 + s, 1, false) == MTPLX_OK &&
-             mtplx_forward(off, tok + 20 + s, 1, false) == MTPLX_OK;
+             mtplx_forward(off, tok + 20 + s, 1, false) == MTPLX_OK &&
+             mtplx_forward(np, tok + 20 + s, 1, false) == MTPLX_OK;
         diff += ok && memcmp(mtplx_logits(on, -1), mtplx_logits(off, -1), row) != 0;
+        diffp += ok && memcmp(mtplx_logits(on, -1), mtplx_logits(np, -1), row) != 0;
     }
     for (int s = 0; ok && s < 6; s++, steps++) {
         ok = mtplx_forward(on, tok + 40 + 3 * s, 4, true) == MTPLX_OK &&
-             mtplx_forward(off, tok + 40 + 3 * s, 4, true) == MTPLX_OK;
-        for (int i = 0; ok && i < 4; i++) diff += memcmp(mtplx_logits(on, i), mtplx_logits(off, i), row) != 0;
+             mtplx_forward(off, tok + 40 + 3 * s, 4, true) == MTPLX_OK &&
+             mtplx_forward(np, tok + 40 + 3 * s, 4, true) == MTPLX_OK;
+        for (int i = 0; ok && i < 4; i++) {
+            diff += memcmp(mtplx_logits(on, i), mtplx_logits(off, i), row) != 0;
+            diffp += memcmp(mtplx_logits(on, i), mtplx_logits(np, i), row) != 0;
+        }
         int32_t back = mtplx_ctx_n_past(on) - 2;
-        ok = ok && mtplx_ctx_truncate(on, back) == MTPLX_OK && mtplx_ctx_truncate(off, back) == MTPLX_OK;
+        ok = ok && mtplx_ctx_truncate(on, back) == MTPLX_OK && mtplx_ctx_truncate(off, back) == MTPLX_OK &&
+             mtplx_ctx_truncate(np, back) == MTPLX_OK;
     }
     if (!ok) {
         report(false, "graphs: forward: %s", mtplx_last_error());
@@ -1169,18 +1187,25 @@ static void test_graphs(const char *path, bool i8) {
            "differ); on: %lld captured, %lld replayed, %lld failed; off: %lld replayed",
            info.name, tag, steps, diff, (long long)gs.captured, (long long)gs.replayed,
            (long long)gs.failed, (long long)g0.replayed);
+    mtplx_cuda_graph_stats gp0 = mtplx_cuda_get_graph_stats(np->be);
+    report(diffp == 0 && gp0.replayed >= 10 && gp0.failed == 0,
+           "with PDL (MTPLX_CUDA_PDL%s) == without, graphs on (%s%s): prefill + %d decode/verify "
+           "steps, logits bit-identical (%d rows differ); without: %lld replayed, %lld failed",
+           pdl_env ? "" : "=0 in the environment: both without", info.name, tag, steps, diffp,
+           (long long)gp0.replayed, (long long)gp0.failed);
     if (info.n_mtp > 0) {
-        static int32_t a[256], b[256];
+        static int32_t a[256], b[256], pb[256];
         mtplx_gen_params gp = mtplx_gen_default_params();
         gp.sampling.temperature = 0;
         gp.max_tokens = 64;
         gp.ignore_eos = true;
         for (int depth = 0; depth <= 3; depth += 3) {
             gp.draft_depth = depth;
-            a[0] = b[0] = 0;
+            a[0] = b[0] = pb[0] = 0;
             mtplx_cuda_graph_stats before = mtplx_cuda_get_graph_stats(on->be);
             if (generate_fresh(on, tok, 20, &gp, a, NULL) != MTPLX_OK ||
-                generate_fresh(off, tok, 20, &gp, b, NULL) != MTPLX_OK) {
+                generate_fresh(off, tok, 20, &gp, b, NULL) != MTPLX_OK ||
+                generate_fresh(np, tok, 20, &gp, pb, NULL) != MTPLX_OK) {
                 report(false, "graphs: generate: %s", mtplx_last_error());
                 break;
             }
@@ -1200,11 +1225,15 @@ static void test_graphs(const char *path, bool i8) {
             report(same && gs.replayed - before.replayed >= 20 && gs.failed == 0,
                    "graphs on vs off (%s%s): greedy %s 64 tokens identical; %lld forwards replayed",
                    info.name, tag, depth ? "MTP depth 3" : "AR", (long long)(gs.replayed - before.replayed));
+            report(a[0] == 64 && pb[0] == 64 && memcmp(a, pb, 65 * sizeof(int32_t)) == 0,
+                   "with PDL == without, graphs on (%s%s): greedy %s 64 tokens identical", info.name,
+                   tag, depth ? "MTP depth 3" : "AR");
         }
     }
 done:
     mtplx_ctx_free(on);
     mtplx_ctx_free(off);
+    mtplx_ctx_free(np);
     mtplx_model_free(m);
 }
 

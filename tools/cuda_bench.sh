@@ -16,7 +16,8 @@
 # VARIANTS="A B ...": run each model once per variant, a variant being
 # environment settings joined by commas ("-" = none), e.g.
 # VARIANTS="- MTPLX_CUDA_MMA=0" for the tensor-core GEMV against the f32 one
-# on the same file; each row names its variant.
+# on the same file; each row names its variant. PREFILL / PREFILL_REPS
+# (default 512 / 3): the prefill measured after the steps (its column).
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${BUILD:-$ROOT/build-cuda-gpu}"
@@ -24,6 +25,7 @@ DEST="${OUT:-$BUILD}"
 SIZES="${1:-0.6b 1.7b 8b}"
 TYPES="${2:-bf16 q8_0 q4_k}"
 VARIANTS="${VARIANTS:--}"
+PREFILL="${PREFILL:-512}" PREFILL_REPS="${PREFILL_REPS:-3}"
 BM="$BUILD/bench/bench_models"
 SCRATCH="$BUILD/scratch-bench"
 [ -x "$BM" ] || { echo "cuda_bench: $BM missing (run tools/cuda_test.sh first)" >&2; exit 1; }
@@ -66,7 +68,7 @@ for s in $SIZES; do
         for v in $VARIANTS; do
             envs=()
             [ "$v" != - ] && IFS=, read -r -a envs <<<"$v"
-            j=$(env "${envs[@]}" timeout 240 "$BM" run "$M" --device cuda --graphs 1 --reps 15 --prefill 512 --prefill-reps 3 2>"$SCRATCH/run.err")
+            j=$(env "${envs[@]}" timeout 240 "$BM" run "$M" --device cuda --graphs 1 --reps 15 --prefill "$PREFILL" --prefill-reps "$PREFILL_REPS" 2>"$SCRATCH/run.err")
             if [ -z "$j" ]; then
                 echo "$s $t $v: run failed: $(tail -2 "$SCRATCH/run.err" | tr '\n' ' ')" | tee -a "$TXT"
                 continue

@@ -43,6 +43,7 @@ __global__ void qk_prep_kernel(float *q, float *k, const float *v, int n_head, i
                                float eps, int64_t pos0, const float *__restrict__ inv_freq,
                                bool neox, void *kc, void *vc,
                                const mtplx_cuda_step *__restrict__ dyn) {
+    pdl_trigger(), pdl_wait(); /* (cuda_util.cuh's launch_k) */
     const int h = blockIdx.x;
     const int64_t t = blockIdx.y, kvd = (int64_t)n_head_kv * hd;
     const int64_t pos = pos0 + (dyn ? dyn->pos0 : 0);
@@ -95,20 +96,15 @@ __global__ void qk_prep_kernel(float *q, float *k, const float *v, int n_head, i
 extern "C" cudaError_t mtplx_cuda_qk_norm_rope_store(
     cudaStream_t s, float *q, float *k, const float *v, int64_t n, int n_head, int n_head_kv,
     int head_dim, const float *q_norm, const float *k_norm, float eps, int64_t pos0,
-    const float *inv_freq, bool neox, int kv_type, void *kc, void *vc, const mtplx_cuda_step *dyn) {
+    const float *inv_freq, bool neox, int kv_type, void *kc, void *vc, const mtplx_cuda_step *dyn,
+    bool pdl) {
     if (n <= 0) return cudaSuccess;
     if (head_dim % 2 || n > 65535 || (kv_type != MTPLX_TYPE_F16 && kv_type != MTPLX_TYPE_F32))
         return cudaErrorInvalidValue;
     /* rmsnorm_kernel's block size for rows of head_dim */
     int threads = head_dim >= 1024 ? 1024 : head_dim >= 256 ? 256 : 64;
     dim3 grid((unsigned)(n_head + 2 * n_head_kv), (unsigned)n);
-    if (kv_type == MTPLX_TYPE_F16)
-        qk_prep_kernel<true><<<grid, threads, 0, s>>>(q, k, v, n_head, n_head_kv, head_dim, q_norm,
-                                                      k_norm, eps, pos0, inv_freq, neox, kc, vc,
-                                                      dyn);
-    else
-        qk_prep_kernel<false><<<grid, threads, 0, s>>>(q, k, v, n_head, n_head_kv, head_dim, q_norm,
-                                                       k_norm, eps, pos0, inv_freq, neox, kc, vc,
-                                                       dyn);
-    return cudaGetLastError();
+    return launch_k(pdl, kv_type == MTPLX_TYPE_F16 ? qk_prep_kernel<true> : qk_prep_kernel<false>,
+                    grid, dim3(threads), 0, s, q, k, v, n_head, n_head_kv, head_dim, q_norm, k_norm,
+                    eps, pos0, inv_freq, neox, kc, vc, dyn);
 }

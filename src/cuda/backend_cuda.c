@@ -94,6 +94,21 @@
  * but n = 4 worse, bench/RESULTS.md section 16), =0 into none
  * (bench/RESULTS.md section 18a).
  *
+ * Programmatic dependent launch (PDL, sm_90; cuda_util.cuh's launch_k). A
+ * small model's step is a chain of short kernels (8 a layer for BF16), and
+ * the gap between two of them (the next kernel's launch, its blocks getting
+ * resident, its first weight loads) was most of a 0.6B step. So the step's
+ * kernels (the tensor-core and int8 GEMVs and the int8 x kernel, rmsnorm,
+ * qk_norm_rope_store, attention, get_rows) are launched as programmatic
+ * dependents of the kernel before them: a GEMV is resident while the kernel
+ * before it runs and issues its first weights' loads (and, with l2pf, L2
+ * prefetches of more) before it waits for its x. Each kernel waits for its
+ * predecessor before it reads or writes activations, so the results are the
+ * same bits as with plain launches (tests/test_cuda.c checks PDL on == off
+ * with graphs on). PDL is asked only where the op before on the stream was a
+ * kernel (after_kernel), not after a copy, an upload or at a capture's start.
+ * MTPLX_CUDA_PDL=0 turns all of it off; MTPLX_CUDA_L2PF=0 only the prefetch.
+ *
  * Left out for now: several GPUs. */
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_kernels.h"
@@ -165,6 +180,9 @@ typedef struct {
     /* x in integer pieces for mmv_i8.cu (Q8_0 / Q4_K decode and verify on
      * the int8 tensor cores); NULL with MTPLX_CUDA_I8=0: mmv_tc.cu instead */
     void *xq;
+    /* the last thing issued on the stream was a kernel: the next kernel may
+     * be launched as its programmatic dependent (pdl_next) */
+    bool after_kernel;
 } cuda_backend;
 
 static void check(cudaError_t e, const char *what, const char *file, int line) {
@@ -174,6 +192,18 @@ static void check(cudaError_t e, const char *what, const char *file, int line) {
     mtplx_assert_fail(file, line, what);
 }
 #define CK(call, what) check((call), (what), __FILE__, __LINE__)
+
+/* Whether the kernel about to be issued may be a programmatic dependent of
+ * the one before it (paths.pdl, header comment): only where that one is a
+ * kernel (not a copy, an upload or the start of a capture), which is all
+ * PDL orders. Call it after the op's uploads (param), right before the
+ * launch; launched() after. */
+static bool pdl_next(const cuda_backend *c) {
+    return c->paths.pdl && c->after_kernel;
+}
+static void launched(cuda_backend *c) {
+    c->after_kernel = true;
+}
 
 static size_t slot_of(const void *p, size_t cap) {
     uint64_t h = (uint64_t)(uintptr_t)p;
@@ -232,6 +262,7 @@ static size_t weight_bytes(const mtplx_weight *w) {
  * in flight on the returned stream). */
 static void *upload_new(cuda_backend *c, const void *host, size_t bytes, cudaStream_t *on) {
     void *dev = NULL;
+    c->after_kernel = false;
     cudaError_t e = cudaMalloc(&dev, bytes);
     if (e != cudaSuccess) {
         mtplx_log(MTPLX_LOG_ERROR, "cuda: out of GPU memory uploading %.1f MB of weights (%.1f MB so far)",
@@ -306,7 +337,8 @@ static const mtplx_cuda_step *step_pos(cuda_backend *c, int64_t *pos) {
     return c->dstep;
 }
 
-/* The mmv job of one weight (more are added by the fused ops). */
+/* The mmv job of one weight (more are added by the fused ops); the caller
+ * sets .pdl (pdl_next) once the weights are uploaded. */
 static mtplx_cuda_mmv_job mmv_job1(cuda_backend *c, int mode, const mtplx_weight *w,
                                    const float *bias, float *y) {
     return (mtplx_cuda_mmv_job){.nseg = 1,
@@ -316,7 +348,7 @@ static mtplx_cuda_mmv_job mmv_job1(cuda_backend *c, int mode, const mtplx_weight
                                 .y = {y},
                                 .m = {w->m},
                                 .mma = c->paths.mma, .mma_q4k = c->paths.mma_q4k,
-                                .xq = c->xq, .pdl = c->paths.pdl};
+                                .xq = c->xq, .l2pf = c->paths.l2pf};
 }
 
 /* Tensor cores for a prefill's many rows (header comment); the GEMV for the
@@ -337,7 +369,9 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
     cuda_backend *c = (cuda_backend *)be;
     if (c->mmv && mtplx_cuda_mmv_ok(w->type, w->k, x, n)) {
         mtplx_cuda_mmv_job j = mmv_job1(c, MTPLX_MMV_STORE, w, bias, y);
+        j.pdl = pdl_next(c);
         CK(mtplx_cuda_mmv(c->stream, w->type, &j, w->k, x, n), "matmul (mmv)");
+        launched(c);
         return;
     }
     const void *W = param(c, w->data, weight_bytes(w));
@@ -385,7 +419,7 @@ static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const
     for (int i = 1; i < nw; i++)
         if (!same_kind(w[i], w[0])) return false;
     mtplx_cuda_mmv_job j = {.nseg = nw, .mode = MTPLX_MMV_STORE, .mma = c->paths.mma,
-                            .mma_q4k = c->paths.mma_q4k, .xq = c->xq, .pdl = c->paths.pdl};
+                            .mma_q4k = c->paths.mma_q4k, .xq = c->xq, .l2pf = c->paths.l2pf};
     for (int i = 0; i < nw; i++) {
         j.w[i] = mmv_weight(c, w[i]);
         j.bias[i] = param(c, bias[i], (size_t)w[i]->m * sizeof(float));
@@ -393,7 +427,9 @@ static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const
         j.m[i] = w[i]->m;
     }
     set_norm(c, &j, norm, eps, w[0]->k);
+    j.pdl = pdl_next(c);
     CK(mtplx_cuda_mmv(c->stream, w[0]->type, &j, w[0]->k, x, n), "matmul_multi (mmv)");
+    launched(c);
     return true;
 }
 
@@ -408,7 +444,9 @@ static bool cu_matmul_swiglu(mtplx_backend *be, const mtplx_weight *gate, const 
     j.w[1] = mmv_weight(c, up);
     j.m[1] = up->m;
     set_norm(c, &j, norm, eps, gate->k);
+    j.pdl = pdl_next(c);
     CK(mtplx_cuda_mmv(c->stream, gate->type, &j, gate->k, x, n), "matmul_swiglu (mmv)");
+    launched(c);
     return true;
 }
 
@@ -417,7 +455,9 @@ static bool cu_matmul_add(mtplx_backend *be, const mtplx_weight *w, const float 
     cuda_backend *c = (cuda_backend *)be;
     if (!fusable(c, w, x, n)) return false;
     mtplx_cuda_mmv_job j = mmv_job1(c, MTPLX_MMV_ADD, w, NULL, y);
+    j.pdl = pdl_next(c);
     CK(mtplx_cuda_mmv(c->stream, w->type, &j, w->k, x, n), "matmul_add (mmv)");
+    launched(c);
     return true;
 }
 
@@ -435,8 +475,9 @@ static bool cu_qk_norm_rope_store(mtplx_backend *be, float *q, float *k, const f
     const float *f = param(c, inv_freq, hb / 2);
     const mtplx_cuda_step *dyn = step_pos(c, &pos0);
     CK(mtplx_cuda_qk_norm_rope_store(c->stream, q, k, v, n, n_head, n_head_kv, head_dim, qn, kn,
-                                     eps, pos0, f, neox, kv_type, kc, vc, dyn),
+                                     eps, pos0, f, neox, kv_type, kc, vc, dyn, pdl_next(c)),
        "qk_norm_rope_store");
+    launched(c);
     return true;
 }
 
@@ -444,7 +485,8 @@ static void cu_rmsnorm(mtplx_backend *be, const float *x, const float *w, float 
                        int64_t d, float eps) {
     cuda_backend *c = (cuda_backend *)be;
     const float *wd = param(c, w, (size_t)d * sizeof(float));
-    CK(mtplx_cuda_rmsnorm(c->stream, x, wd, out, n, d, eps), "rmsnorm");
+    CK(mtplx_cuda_rmsnorm(c->stream, x, wd, out, n, d, eps, pdl_next(c)), "rmsnorm");
+    launched(c);
 }
 
 static void cu_rope(mtplx_backend *be, float *x, int64_t n, int n_head, int head_dim, int64_t pos0,
@@ -469,6 +511,7 @@ static void cu_kv_store(mtplx_backend *be, int kv_type, void *kv, int64_t row, c
     cuda_backend *c = (cuda_backend *)be;
     const mtplx_cuda_step *dyn = step_pos(c, &row);
     CK(mtplx_cuda_store_rows(c->stream, kv_type, src, kv, row, n, d, dyn), "kv_store");
+    c->after_kernel = false; /* (may be a copy) */
 }
 
 static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n_head,
@@ -482,16 +525,18 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
            "attention (flash)");
     else
         CK(mtplx_cuda_attention(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type,
-                                pos0, scale, out, dyn),
+                                pos0, scale, out, dyn, pdl_next(c)),
            "attention");
+    launched(c);
 }
 
 static void cu_get_row(mtplx_backend *be, const mtplx_weight *w, int64_t id, float *out) {
     cuda_backend *c = (cuda_backend *)be;
     const void *W = param(c, w->data, weight_bytes(w));
     CK(mtplx_cuda_get_rows(c->stream, w->type, W, mtplx_row_size(w->type, w->k), w->k, NULL, id, 1,
-                           out),
+                           out, pdl_next(c)),
        "get_row");
+    launched(c);
 }
 
 static void cu_get_rows(mtplx_backend *be, const mtplx_weight *w, const int32_t *ids, int64_t n,
@@ -513,7 +558,9 @@ static void cu_get_rows(mtplx_backend *be, const mtplx_weight *w, const int32_t 
             return;
         }
     } else if (n == 1) {
-        CK(mtplx_cuda_get_rows(c->stream, w->type, W, rb, w->k, NULL, ids[0], 1, out), "get_rows");
+        CK(mtplx_cuda_get_rows(c->stream, w->type, W, rb, w->k, NULL, ids[0], 1, out, pdl_next(c)),
+           "get_rows");
+        launched(c);
         return;
     } else {
         if (n > c->ids_cap) {
@@ -527,9 +574,12 @@ static void cu_get_rows(mtplx_backend *be, const mtplx_weight *w, const int32_t 
         CK(cudaMemcpyAsync(c->ids_dev, ids, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice,
                            c->stream),
            "get_rows (ids)");
+        c->after_kernel = false;
         dev_ids = c->ids_dev;
     }
-    CK(mtplx_cuda_get_rows(c->stream, w->type, W, rb, w->k, dev_ids, 0, n, out), "get_rows");
+    CK(mtplx_cuda_get_rows(c->stream, w->type, W, rb, w->k, dev_ids, 0, n, out, pdl_next(c)),
+       "get_rows");
+    launched(c);
 }
 
 static void cu_download(mtplx_backend *be, void *dst_host, const void *src, size_t bytes);
@@ -616,6 +666,7 @@ static int cu_graph_begin(mtplx_backend *be, const mtplx_graph_key *key, const i
     mtplx_cuda_step st = {.pos0 = pos0};
     memcpy(st.tok, tokens, (size_t)n * sizeof(int32_t));
     CK(mtplx_cuda_set_step(c->stream, c->dstep, &st), "graph step");
+    c->after_kernel = false; /* a capture's first node, or what follows the replay */
     if (g->exec) {
         CK(cudaGraphLaunch(g->exec, c->stream), "cudaGraphLaunch");
         c->gstats.replayed++;
@@ -658,6 +709,7 @@ static bool cu_graph_end(mtplx_backend *be) {
     c->gstats.captured++;
     c->gstats.replayed++;
     CK(cudaGraphLaunch(g->exec, c->stream), "cudaGraphLaunch");
+    c->after_kernel = false;
     return true;
 }
 
@@ -701,12 +753,14 @@ static mtplx_cuda_paths paths_from_env(void) {
     const char *tc = getenv("MTPLX_CUDA_TC"), *fa = getenv("MTPLX_CUDA_FLASH");
     const char *sk = getenv("MTPLX_CUDA_TC_SPLIT"), *mma = getenv("MTPLX_CUDA_MMA");
     const char *q4k = getenv("MTPLX_CUDA_MMA_Q4K"), *pdl = getenv("MTPLX_CUDA_PDL");
+    const char *l2pf = getenv("MTPLX_CUDA_L2PF");
     mtplx_cuda_paths p = {.tc = true,
                           .tc_f32 = false,
                           .tc_split = true,
                           .flash = true,
                           .mma = true,
                           .pdl = true,
+                          .l2pf = true,
                           .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};
     if (tc && strcmp(tc, "0") == 0) p.tc = false;
     if (sk && strcmp(sk, "0") == 0) p.tc_split = false;
@@ -714,6 +768,7 @@ static mtplx_cuda_paths paths_from_env(void) {
     if (fa && strcmp(fa, "0") == 0) p.flash = false;
     if (mma && strcmp(mma, "0") == 0) p.mma = false;
     if (pdl && strcmp(pdl, "0") == 0) p.pdl = false;
+    if (l2pf && strcmp(l2pf, "0") == 0) p.l2pf = false;
     p.mma_q4k_auto = !(q4k && (strcmp(q4k, "0") == 0 || strcmp(q4k, "1") == 0));
     p.mma_q4k = q4k && strcmp(q4k, "1") == 0;
     return p;
@@ -728,6 +783,7 @@ static void *cu_buf_alloc(mtplx_backend *be, size_t bytes) {
     }
     /* zeroed like the CPU backend's buffers */
     CK(cudaMemsetAsync(p, 0, bytes, c->stream), "cudaMemset");
+    c->after_kernel = false;
     return p;
 }
 
@@ -744,12 +800,14 @@ static void cu_upload(mtplx_backend *be, void *dst, const void *src_host, size_t
     if (!bytes) return;
     /* from pageable memory this returns once src_host has been staged */
     CK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, c->stream), "upload");
+    c->after_kernel = false;
 }
 
 static void cu_download(mtplx_backend *be, void *dst_host, const void *src, size_t bytes) {
     cuda_backend *c = (cuda_backend *)be;
     if (!bytes) return;
     CK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, c->stream), "download");
+    c->after_kernel = false;
     CK(cudaStreamSynchronize(c->stream), "download (synchronize)");
 }
 
@@ -757,6 +815,7 @@ static void cu_copy(mtplx_backend *be, void *dst, const void *src, size_t bytes)
     cuda_backend *c = (cuda_backend *)be;
     if (!bytes) return;
     CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream), "copy");
+    c->after_kernel = false;
 }
 
 void mtplx_cuda_forget_params(mtplx_backend *be) {

@@ -133,10 +133,13 @@ typedef struct mtplx_cuda_mmv_job {
      * mtplx_cuda_mmv_i8_scratch() bytes for x in integer pieces, used by one
      * launch pair at a time (the backend's one stream); NULL: not used */
     void *xq;
-    /* mmv_i8.cu's GEMV launched as a programmatic dependent of its x kernel
-     * (sm_90; elsewhere ignored), so that it loads its first weights while
-     * x is made */
-    bool pdl;
+    /* programmatic dependent launch (sm_90; elsewhere ignored: cuda_util.cuh's
+     * launch_k): mmv_tc.cu's GEMV, and mmv_i8.cu's x kernel and GEMV, each
+     * launched as a dependent of the kernel before it, so that the GEMV
+     * loads its first weights while that one (or its x kernel) still runs.
+     * The caller sets it only where the op before on the stream was a
+     * kernel. l2pf: mmv_tc.cu also prefetches more weights into L2 then. */
+    bool pdl, l2pf;
 } mtplx_cuda_mmv_job;
 /* Whether the mmv kernel takes this type, k and x (alignment); if not, use
  * mtplx_cuda_matmul. */
@@ -182,14 +185,20 @@ cudaError_t mtplx_cuda_qk_norm_rope_store(cudaStream_t s, float *q, float *k, co
                                           const float *q_norm, const float *k_norm, float eps,
                                           int64_t pos0, const float *inv_freq, bool neox,
                                           int kv_type, void *kc, void *vc,
-                                          const mtplx_cuda_step *dyn);
+                                          const mtplx_cuda_step *dyn, bool pdl);
+
+/* pdl, on the step's small ops (get_rows, rmsnorm, qk_norm_rope_store,
+ * attention): launched as a programmatic dependent of the kernel before
+ * (cuda_util.cuh's launch_k); they let the next kernel start at once and
+ * wait for theirs before touching memory. Set only where the op before on
+ * the stream was a kernel. */
 
 /* out[i] = row ids[i] of W (as above) dequantised to f32 [k], i < n; with
  * ids NULL (device pointer, else) the one row id0 (n must be 1). */
 cudaError_t mtplx_cuda_get_rows(cudaStream_t s, int type, const void *W, size_t row_bytes, int64_t k,
-                                const int32_t *ids, int64_t id0, int64_t n, float *out);
+                                const int32_t *ids, int64_t id0, int64_t n, float *out, bool pdl);
 cudaError_t mtplx_cuda_rmsnorm(cudaStream_t s, const float *x, const float *w, float *out, int64_t n,
-                               int64_t d, float eps);
+                               int64_t d, float eps, bool pdl);
 cudaError_t mtplx_cuda_rope(cudaStream_t s, float *x, int64_t n, int n_head, int head_dim,
                             int64_t pos0, const float *inv_freq, bool neox,
                             const mtplx_cuda_step *dyn);
@@ -204,7 +213,7 @@ cudaError_t mtplx_cuda_store_rows(cudaStream_t s, int kv_type, const float *src,
 cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, int n_head,
                                  int n_head_kv, int head_dim, const void *k, const void *v,
                                  int kv_type, int64_t pos0, float scale, float *out,
-                                 const mtplx_cuda_step *dyn);
+                                 const mtplx_cuda_step *dyn, bool pdl);
 
 /* The same attention tiled for many query tokens (prefill): 16 queries of a
  * head per block share each K/V tile in shared memory. f32 math as the one

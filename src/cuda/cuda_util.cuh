@@ -6,11 +6,15 @@
  * dequantisers can be checked against the CPU's reference without a GPU
  * (mtplx_cuda_deq_row_host, mtplx_cuda_mmv_deq_row_host). block_sum keeps
  * the one reduction order that rmsnorm_kernel and attn_prep.cu's per-head
- * norm share, so the fused op matches the plain ones. */
+ * norm share, so the fused op matches the plain ones.
+ *
+ * pdl_trigger, pdl_wait and launch_k are programmatic dependent launch
+ * (PDL, sm_90): see launch_k. */
 #ifndef MTPLX_CUDA_UTIL_CUH
 #define MTPLX_CUDA_UTIL_CUH
 
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -99,6 +103,56 @@ __device__ __forceinline__ float block_sum(float v) {
     }
     __syncthreads();
     return part[0];
+}
+
+/* Programmatic dependent launch. A kernel launched by launch_k with pdl set
+ * may start while the kernel before it on the stream still runs: as soon as
+ * every block of that one has called pdl_trigger (or ended). Before
+ * pdl_wait it may only do what needs nothing of its predecessors (index
+ * setup, loads of weights, which no kernel writes); pdl_wait returns once
+ * the predecessor has completed and its writes are visible. Every block
+ * waits before it reads what an earlier kernel wrote or writes what one may
+ * still read; and since a kernel completes only after its own wait, "the
+ * predecessor completed" covers every kernel before it too. Without pdl
+ * both are no-ops (the launch is ordered as usual), so the same kernel
+ * computes the same bits either way. */
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* Whether the current device has PDL (sm_90 or newer); asked once. */
+inline bool pdl_device() {
+    static int major = -1;
+    if (major < 0) {
+        int dev = 0, m = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+            m = 0;
+        major = m;
+    }
+    return major >= 9;
+}
+
+/* kernel<<<grid, block, smem, st>>>(args...), as a programmatic dependent
+ * of the kernel before it on st when pdl is set and the device has PDL. In
+ * a CUDA graph capture the dependency becomes a programmatic edge. */
+template <typename... P, typename... A>
+cudaError_t launch_k(bool pdl, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                     cudaStream_t st, A... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at, cfg.numAttrs = pdl && pdl_device() ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
 } // namespace

@@ -17,7 +17,14 @@
  * device memory (cuda_kernels.h): a forward captured as a CUDA graph reads
  * the step's position and token ids there, so one capture replays for every
  * step. With dyn NULL they use the by-value arguments alone; both ways do the
- * same integer arithmetic, so the float results are bit-identical. */
+ * same integer arithmetic, so the float results are bit-identical.
+ *
+ * The step's small kernels (get_row_kernel, rmsnorm_kernel, attn_kernel)
+ * take part in programmatic dependent launch (cuda_util.cuh's launch_k, the
+ * launchers' pdl): each lets the next kernel start at once and waits for the
+ * one before it before touching memory, so the GEMV after it is resident
+ * and loading its weights while it runs. Data a predecessor wrote is read
+ * through L2 (__ldcg) or with plain loads, never the read-only path. */
 
 /* core.h is C11; this file is C++. */
 #define _Noreturn [[noreturn]]
@@ -452,6 +459,7 @@ __device__ __forceinline__ int64_t row_id(const int32_t *ids, int64_t id0) {
 template <int T>
 __global__ void get_row_kernel(const uint8_t *__restrict__ W, size_t rb, int64_t k,
                                const int32_t *__restrict__ ids, int64_t id0, float *__restrict__ out) {
+    pdl_trigger(), pdl_wait(); /* (launch_k) */
     int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (g >= k / 8) return;
     const uint8_t *row = W + (size_t)row_id(ids, id0) * rb;
@@ -477,6 +485,7 @@ __global__ void set_step_kernel(mtplx_cuda_step *dst, mtplx_cuda_step v) { *dst 
 /* ---- small ops ---- */
 __global__ void rmsnorm_kernel(const float *x, const float *__restrict__ w, float *out, int64_t d,
                                float eps) {
+    pdl_trigger(), pdl_wait(); /* (launch_k) */
     const float *xr = x + (size_t)blockIdx.x * d;
     float *o = out + (size_t)blockIdx.x * d;
     float ss = 0.f;
@@ -532,10 +541,13 @@ __global__ void store_kernel(const float *x, void *kv, int64_t row0, int64_t d, 
 constexpr int ATT_WARPS = 8;
 constexpr int ATT_MAXE = 8; /* head_dim <= 32 * ATT_MAXE */
 
+/* Through L2 (.cg), as q: the kernel before (launch_k's dependent launch)
+ * wrote both, and the read-only path (__restrict__ lets the compiler pick
+ * it) promises nothing about data written while a kernel runs. */
 template <bool F16>
 __device__ __forceinline__ float kv_load(const void *base, size_t idx) {
-    if (F16) return __half2float(((const __half *)base)[idx]);
-    return ((const float *)base)[idx];
+    if (F16) return __half2float(__ldcg((const __half *)base + idx));
+    return __ldcg((const float *)base + idx);
 }
 
 /* Block (head h, token t): warps take cache positions round-robin, each with
@@ -546,6 +558,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_kernel(const float *__restrict__ q, int n_head, int n_head_kv, int hd,
                 const void *__restrict__ K, const void *__restrict__ V, int64_t pos0, float scale,
                 float *__restrict__ out, const mtplx_cuda_step *__restrict__ dyn) {
+    pdl_trigger(), pdl_wait(); /* (launch_k) */
     pos0 += dyn_pos(dyn);
     int h = blockIdx.x;
     int64_t t = blockIdx.y;
@@ -555,7 +568,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 #pragma unroll
     for (int e = 0; e < ATT_MAXE; e++) {
         int j = lane + 32 * e;
-        qr[e] = j < hd ? qp[j] : 0.f;
+        qr[e] = j < hd ? __ldcg(qp + j) : 0.f;
         acc[e] = 0.f;
     }
     float mx = -INFINITY, sum = 0.f;
@@ -877,11 +890,11 @@ cudaError_t mtplx_cuda_matmul_tc(cudaStream_t s, int type, const void *W, size_t
 }
 
 cudaError_t mtplx_cuda_get_rows(cudaStream_t s, int type, const void *W, size_t rb, int64_t k,
-                                const int32_t *ids, int64_t id0, int64_t n, float *out) {
+                                const int32_t *ids, int64_t id0, int64_t n, float *out, bool pdl) {
     const uint8_t *w = (const uint8_t *)W;
     if (n <= 0) return cudaSuccess;
     for (; n > 65535; n -= 65535, ids += 65535, out += (size_t)65535 * k) { /* gridDim.y limit */
-        cudaError_t e = mtplx_cuda_get_rows(s, type, W, rb, k, ids, id0, 65535, out);
+        cudaError_t e = mtplx_cuda_get_rows(s, type, W, rb, k, ids, id0, 65535, out, pdl);
         if (e != cudaSuccess) return e;
     }
     bool is_float = type == MTPLX_TYPE_F32 || type == MTPLX_TYPE_F16 || type == MTPLX_TYPE_BF16;
@@ -892,17 +905,19 @@ cudaError_t mtplx_cuda_get_rows(cudaStream_t s, int type, const void *W, size_t 
         return cudaGetLastError();
     }
     dim3 g(blocks_for(k / 8, 128), (unsigned)n);
+#define GR_CASE(TY)                                                                                \
+    case TY: return launch_k(pdl, get_row_kernel<TY>, g, dim3(128), 0, s, w, rb, k, ids, id0, out)
     switch (type) {
-    case MTPLX_TYPE_F32: get_row_kernel<MTPLX_TYPE_F32><<<g, 128, 0, s>>>(w, rb, k, ids, id0, out); break;
-    case MTPLX_TYPE_F16: get_row_kernel<MTPLX_TYPE_F16><<<g, 128, 0, s>>>(w, rb, k, ids, id0, out); break;
-    case MTPLX_TYPE_BF16: get_row_kernel<MTPLX_TYPE_BF16><<<g, 128, 0, s>>>(w, rb, k, ids, id0, out); break;
-    case MTPLX_TYPE_Q8_0: get_row_kernel<MTPLX_TYPE_Q8_0><<<g, 128, 0, s>>>(w, rb, k, ids, id0, out); break;
-    case MTPLX_TYPE_Q4_0: get_row_kernel<MTPLX_TYPE_Q4_0><<<g, 128, 0, s>>>(w, rb, k, ids, id0, out); break;
-    case MTPLX_TYPE_Q4_K: get_row_kernel<MTPLX_TYPE_Q4_K><<<g, 128, 0, s>>>(w, rb, k, ids, id0, out); break;
-    case MTPLX_TYPE_Q6_K: get_row_kernel<MTPLX_TYPE_Q6_K><<<g, 128, 0, s>>>(w, rb, k, ids, id0, out); break;
+        GR_CASE(MTPLX_TYPE_F32);
+        GR_CASE(MTPLX_TYPE_F16);
+        GR_CASE(MTPLX_TYPE_BF16);
+        GR_CASE(MTPLX_TYPE_Q8_0);
+        GR_CASE(MTPLX_TYPE_Q4_0);
+        GR_CASE(MTPLX_TYPE_Q4_K);
+        GR_CASE(MTPLX_TYPE_Q6_K);
+#undef GR_CASE
     default: return cudaErrorInvalidValue;
     }
-    return cudaGetLastError();
 }
 
 cudaError_t mtplx_cuda_argmax_rows(cudaStream_t s, const float *logits, int64_t n, int64_t V,
@@ -918,10 +933,9 @@ cudaError_t mtplx_cuda_set_step(cudaStream_t s, mtplx_cuda_step *dst, const mtpl
 }
 
 cudaError_t mtplx_cuda_rmsnorm(cudaStream_t s, const float *x, const float *w, float *out, int64_t n,
-                               int64_t d, float eps) {
+                               int64_t d, float eps, bool pdl) {
     int threads = d >= 1024 ? 1024 : d >= 256 ? 256 : 64;
-    rmsnorm_kernel<<<(unsigned)n, threads, 0, s>>>(x, w, out, d, eps);
-    return cudaGetLastError();
+    return launch_k(pdl, rmsnorm_kernel, dim3((unsigned)n), dim3(threads), 0, s, x, w, out, d, eps);
 }
 
 cudaError_t mtplx_cuda_rope(cudaStream_t s, float *x, int64_t n, int n_head, int head_dim,
@@ -963,16 +977,12 @@ cudaError_t mtplx_cuda_store_rows(cudaStream_t s, int kv_type, const float *src,
 cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, int n_head,
                                  int n_head_kv, int head_dim, const void *k, const void *v,
                                  int kv_type, int64_t pos0, float scale, float *out,
-                                 const mtplx_cuda_step *dyn) {
+                                 const mtplx_cuda_step *dyn, bool pdl) {
     if (head_dim > 32 * ATT_MAXE || n_head % n_head_kv != 0) return cudaErrorInvalidValue;
     dim3 grid((unsigned)n_head, (unsigned)n_tok);
-    if (kv_type == MTPLX_TYPE_F16)
-        attn_kernel<true><<<grid, ATT_WARPS * 32, 0, s>>>(q, n_head, n_head_kv, head_dim, k, v, pos0,
-                                                         scale, out, dyn);
-    else
-        attn_kernel<false><<<grid, ATT_WARPS * 32, 0, s>>>(q, n_head, n_head_kv, head_dim, k, v,
-                                                          pos0, scale, out, dyn);
-    return cudaGetLastError();
+    return launch_k(pdl, kv_type == MTPLX_TYPE_F16 ? attn_kernel<true> : attn_kernel<false>, grid,
+                    dim3(ATT_WARPS * 32), 0, s, q, n_head, n_head_kv, head_dim, k, v, pos0, scale,
+                    out, dyn);
 }
 
 cudaError_t mtplx_cuda_attention_flash(cudaStream_t s, const float *q, int64_t n_tok, int n_head,

@@ -120,20 +120,10 @@ HD int64_t ipos(int64_t e) {
     return (e - o) + 16 * (w >> 3) + 8 * b + (w & 7);
 }
 
-/* Programmatic dependent launch (sm_90): the GEMV is launched while
- * xq_kernel runs and loads its first weights before it waits for
- * xq_kernel's results (pdl_wait: all of xq_kernel done, its writes seen).
- * Both are no-ops when the launch did not ask for it. */
-__device__ __forceinline__ void pdl_trigger() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
+/* Programmatic dependent launch (cuda_util.cuh's launch_k, job.pdl): the
+ * GEMV is launched while xq_kernel runs and loads its first weights before
+ * it waits for xq_kernel's results; xq_kernel itself waits for the kernel
+ * before it (whose x it reads, and which may still read the scratch). */
 
 /* ---- xq_kernel: x (RMS-normed when norm) to pieces ----
  * grid (chunks / 4, n), 4 warps, a warp per chunk, a lane per 4 elements
@@ -148,6 +138,7 @@ __global__ void __launch_bounds__(XQ_WARPS * 32)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t i = blockIdx.y, c = (int64_t)blockIdx.x * XQ_WARPS + warp;
     pdl_trigger(); /* the GEMV may start (its weight loads need nothing of ours) */
+    pdl_wait();    /* x and the scratch: only once the kernels before are done */
     const float *xr = x + i * k;
     float ns = 1.f;
     if (norm) {
@@ -156,7 +147,7 @@ __global__ void __launch_bounds__(XQ_WARPS * 32)
         if (warp == 0) {
             float ss = 0.f;
             for (int64_t j = lane; j < k / 4; j += 32) {
-                float4 a = __ldg((const float4 *)xr + j);
+                float4 a = __ldcg((const float4 *)xr + j); /* .cg: see mmv_tc.cu's load_x */
                 ss = fmaf(a.w, a.w, fmaf(a.z, a.z, fmaf(a.y, a.y, fmaf(a.x, a.x, ss))));
             }
             ss = warp_sum(ss);
@@ -171,7 +162,7 @@ __global__ void __launch_bounds__(XQ_WARPS * 32)
     const bool in = e < k; /* k % 32 == 0: a lane's 4 are all in or all out */
     float a[4] = {0.f, 0.f, 0.f, 0.f};
     if (in) {
-        float4 t = __ldg((const float4 *)(xr + e));
+        float4 t = __ldcg((const float4 *)(xr + e));
         a[0] = t.x, a[1] = t.y, a[2] = t.z, a[3] = t.w;
         if (norm) {
             float4 w = __ldg((const float4 *)(norm + e));
@@ -477,6 +468,7 @@ __global__ void __launch_bounds__(I8_WARPS * 32)
     }
 
     if (!waited) pdl_wait(); /* y (ADD reads it) only after the kernels before */
+    pdl_trigger();           /* the next kernel may start: only the epilogue is left */
     partials_to_shared(red, acc, warp, g, q);
     __syncthreads();
 
@@ -543,13 +535,8 @@ cudaError_t launch_nt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t k,
     unsigned grid = (unsigned)((slots + per_block - 1) / per_block);
     int64_t rb = T == MTPLX_TYPE_Q4_K ? k / QK_K * (int64_t)sizeof(block_q4_K)
                                       : (int64_t)mtplx_cuda_q8_0_packed_row(k);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid), cfg.blockDim = dim3(I8_WARPS * 32), cfg.stream = st;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at, cfg.numAttrs = job->pdl && cc_major() >= 9 ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, mmv_i8_kernel<T, MT, NT, i8_u<T, NT>()>, *job, k, rb, n);
+    return launch_k(job->pdl, mmv_i8_kernel<T, MT, NT, i8_u<T, NT>()>, dim3(grid),
+                    dim3(I8_WARPS * 32), 0, st, *job, k, rb, n);
 }
 
 template <int T>
@@ -592,8 +579,8 @@ cudaError_t mtplx_cuda_mmv_i8(cudaStream_t s, int type, const mtplx_cuda_mmv_job
                               const float *x, int64_t n) {
     if (n < 1 || n > MTPLX_CUDA_MMV_ROWS) return cudaErrorInvalidValue;
     dim3 g((unsigned)((nchunk(k) + XQ_WARPS - 1) / XQ_WARPS), (unsigned)n);
-    xq_kernel<<<g, XQ_WARPS * 32, 0, s>>>(x, k, job->norm, job->eps, job->xq);
-    cudaError_t e = cudaGetLastError();
+    cudaError_t e = launch_k(job->pdl, xq_kernel, g, dim3(XQ_WARPS * 32), 0, s, x, k,
+                             job->norm, job->eps, job->xq);
     if (e != cudaSuccess) return e;
     switch (type) {
     case MTPLX_TYPE_Q8_0: return launch_type<MTPLX_TYPE_Q8_0>(s, job, k, n);
