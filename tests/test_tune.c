@@ -180,11 +180,16 @@ static cli_mode_env env_default(void) {
                           .tuned_depth = 0, .n_expected = 0};
 }
 
-static void resolve(cli_mode m, const cli_mode_env *env, mtplx_gen_params *gp,
-                    mtplx_ctx_params *cp, cli_mode_plan *plan) {
+/* gp / cp as the commands start: no flag given (set some after this) */
+static void unset(mtplx_gen_params *gp, mtplx_ctx_params *cp) {
     *gp = mtplx_gen_default_params();
     *cp = mtplx_ctx_default_params();
-    cp->kv_type = CLI_KV_AUTO; /* as the commands start: no --kv-type flag */
+    cp->kv_type = CLI_KV_AUTO;
+}
+
+static void resolve(cli_mode m, const cli_mode_env *env, mtplx_gen_params *gp,
+                    mtplx_ctx_params *cp, cli_mode_plan *plan) {
+    unset(gp, cp);
     cli_mode_resolve(m, env, gp, cp, plan);
 }
 
@@ -290,24 +295,18 @@ static void mode_tuned_vocab(void **s) {
     assert_true(p.vocab_tuned);
     assert_int_equal(p.draft_vocab, 4096);
     /* --draft-vocab (here: all of it, -1) wins */
-    gp = mtplx_gen_default_params();
-    cp = mtplx_ctx_default_params();
-    cp.kv_type = CLI_KV_AUTO;
+    unset(&gp, &cp);
     gp.draft_vocab = -1;
     cli_mode_resolve(CLI_MODE_TURBO, &env, &gp, &cp, &p);
     assert_int_equal(gp.draft_vocab, -1);
     assert_false(p.vocab_tuned);
     /* another depth than the tuned one was not measured with it */
-    gp = mtplx_gen_default_params();
-    cp = mtplx_ctx_default_params();
-    cp.kv_type = CLI_KV_AUTO;
+    unset(&gp, &cp);
     gp.draft_depth = 3;
     cli_mode_resolve(CLI_MODE_TURBO, &env, &gp, &cp, &p);
     assert_int_equal(gp.draft_vocab, 0);
     /* nor is plain AR given one */
-    gp = mtplx_gen_default_params();
-    cp = mtplx_ctx_default_params();
-    cp.kv_type = CLI_KV_AUTO;
+    unset(&gp, &cp);
     gp.draft_depth = 0;
     cli_mode_resolve(CLI_MODE_TURBO, &env, &gp, &cp, &p);
     assert_int_equal(gp.draft_vocab, 0);
@@ -343,9 +342,7 @@ static void mode_flags_override(void **s) {
     cli_mode_resolve(CLI_MODE_SUSTAINED, &env, &gp, &cp, &p);
     assert_int_equal(cp.kv_type, MTPLX_KV_F16);
     assert_true(p.set_kv);
-    gp = mtplx_gen_default_params();
-    cp = mtplx_ctx_default_params();
-    cp.kv_type = CLI_KV_AUTO;
+    unset(&gp, &cp);
     gp.draft_depth = 0; /* --no-mtp */
     cli_mode_resolve(CLI_MODE_BURST, &env, &gp, &cp, &p);
     assert_int_equal(gp.draft_depth, 0);
@@ -390,9 +387,7 @@ static void mode_auto(void **s) {
     resolve(CLI_MODE_AUTO, &env, &gp, &cp, &p);
     assert_int_equal(p.mode, CLI_MODE_SUSTAINED);
     env.n_expected = 0;
-    gp = mtplx_gen_default_params();
-    cp = mtplx_ctx_default_params();
-    cp.kv_type = CLI_KV_AUTO;
+    unset(&gp, &cp);
     cp.n_ctx = 16384;
     cli_mode_resolve(CLI_MODE_AUTO, &env, &gp, &cp, &p);
     assert_int_equal(p.mode, CLI_MODE_SUSTAINED);
