@@ -525,7 +525,7 @@ static void test_i8_pdl(void) {
             const mtplx_weight *wp[3] = {&w[0], &w[1], &w[2]};
             float *x = rand_vec(n * k, 1.0f), *bias = rand_vec(ms[0], 1.0f);
             float *nw = rand_vec(k, 1.0f), *y0 = rand_vec(n * ms[1], 1.0f);
-            const float *nwp = tc ? NULL : nw;
+            const float *nwp = tc ? NULL : nw; /* mmv_tc.cu takes no fused norm */
             const float *bs[3] = {bias, NULL, NULL};
             float *xd = to_dev(x, (size_t)(n * k) * sizeof(float));
             float *yd = gpu->buf_alloc(gpu, (size_t)tot * sizeof(float)), *got[2];
@@ -545,13 +545,13 @@ static void test_i8_pdl(void) {
                 took = took && gpu->matmul_add(gpu, &w[1], xd, n, ya);
                 got[pdl] = from_dev(yd, (size_t)tot);
             }
-            mtplx_cuda_set_paths(gpu, saved);
             report(took && memcmp(got[0], got[1], (size_t)tot * sizeof(float)) == 0,
                    "%s GEMV %-4s k=%lld n=%-2lld with PDL (MTPLX_CUDA_PDL) == without, bit for "
                    "bit: matmul + bias, QKV%s, SwiGLU%s, add%s",
                    tc ? "tensor-core" : "int8", mtplx_type_info(type)->name, (long long)k,
                    (long long)n, tc ? "" : " + norm", tc ? "" : " + norm",
                    took ? "" : " (a fused op not taken)");
+            mtplx_cuda_set_paths(gpu, saved);
             gpu->buf_free(gpu, xd), gpu->buf_free(gpu, yd);
             mtplx_cuda_forget_params(gpu);
             for (int j = 0; j < 4; j++)

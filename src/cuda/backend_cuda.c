@@ -101,13 +101,13 @@
  * kernels (the tensor-core and int8 GEMVs and the int8 x kernel, rmsnorm,
  * qk_norm_rope_store, attention, get_rows) are launched as programmatic
  * dependents of the kernel before them: a GEMV is resident while the kernel
- * before it runs and issues its first weights' loads (and, with l2pf, L2
- * prefetches of more) before it waits for its x. Each kernel waits for its
+ * before it runs and issues its first weights' loads before it waits for
+ * its x. Each kernel waits for its
  * predecessor before it reads or writes activations, so the results are the
  * same bits as with plain launches (tests/test_cuda.c checks PDL on == off
  * with graphs on). PDL is asked only where the op before on the stream was a
  * kernel (after_kernel), not after a copy, an upload or at a capture's start.
- * MTPLX_CUDA_PDL=0 turns all of it off; MTPLX_CUDA_L2PF=0 only the prefetch.
+ * MTPLX_CUDA_PDL=0 turns all of it off (bench/RESULTS.md section 20).
  *
  * Left out for now: several GPUs. */
 #include "cuda/cuda_backend.h"
@@ -348,7 +348,7 @@ static mtplx_cuda_mmv_job mmv_job1(cuda_backend *c, int mode, const mtplx_weight
                                 .y = {y},
                                 .m = {w->m},
                                 .mma = c->paths.mma, .mma_q4k = c->paths.mma_q4k,
-                                .xq = c->xq, .l2pf = c->paths.l2pf};
+                                .xq = c->xq};
 }
 
 /* Tensor cores for a prefill's many rows (header comment); the GEMV for the
@@ -419,7 +419,7 @@ static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const
     for (int i = 1; i < nw; i++)
         if (!same_kind(w[i], w[0])) return false;
     mtplx_cuda_mmv_job j = {.nseg = nw, .mode = MTPLX_MMV_STORE, .mma = c->paths.mma,
-                            .mma_q4k = c->paths.mma_q4k, .xq = c->xq, .l2pf = c->paths.l2pf};
+                            .mma_q4k = c->paths.mma_q4k, .xq = c->xq};
     for (int i = 0; i < nw; i++) {
         j.w[i] = mmv_weight(c, w[i]);
         j.bias[i] = param(c, bias[i], (size_t)w[i]->m * sizeof(float));
@@ -753,14 +753,12 @@ static mtplx_cuda_paths paths_from_env(void) {
     const char *tc = getenv("MTPLX_CUDA_TC"), *fa = getenv("MTPLX_CUDA_FLASH");
     const char *sk = getenv("MTPLX_CUDA_TC_SPLIT"), *mma = getenv("MTPLX_CUDA_MMA");
     const char *q4k = getenv("MTPLX_CUDA_MMA_Q4K"), *pdl = getenv("MTPLX_CUDA_PDL");
-    const char *l2pf = getenv("MTPLX_CUDA_L2PF");
     mtplx_cuda_paths p = {.tc = true,
                           .tc_f32 = false,
                           .tc_split = true,
                           .flash = true,
                           .mma = true,
                           .pdl = true,
-                          .l2pf = true,
                           .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};
     if (tc && strcmp(tc, "0") == 0) p.tc = false;
     if (sk && strcmp(sk, "0") == 0) p.tc_split = false;
@@ -768,7 +766,6 @@ static mtplx_cuda_paths paths_from_env(void) {
     if (fa && strcmp(fa, "0") == 0) p.flash = false;
     if (mma && strcmp(mma, "0") == 0) p.mma = false;
     if (pdl && strcmp(pdl, "0") == 0) p.pdl = false;
-    if (l2pf && strcmp(l2pf, "0") == 0) p.l2pf = false;
     p.mma_q4k_auto = !(q4k && (strcmp(q4k, "0") == 0 || strcmp(q4k, "1") == 0));
     p.mma_q4k = q4k && strcmp(q4k, "1") == 0;
     return p;

@@ -68,12 +68,10 @@ mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be);
  * as a programmatic dependent of its x kernel on sm_90 (pdl; off with
  * MTPLX_CUDA_PDL=0: bench/RESULTS.md section 18a). pdl now covers the whole
  * step (backend_cuda.c's header: the GEMVs, norms, attention prep and
- * attention each a dependent of the kernel before), and l2pf (off with
- * MTPLX_CUDA_L2PF=0) lets mmv_tc.cu prefetch weights into L2 while it waits
- * for its predecessor. Changing a path drops
+ * attention each a dependent of the kernel before). Changing a path drops
  * the captured graphs (and Q8_0's packing where the kernel changes). */
 typedef struct mtplx_cuda_paths {
-    bool tc, tc_f32, tc_split, flash, mma, mma_q4k, mma_q4k_auto, pdl, l2pf;
+    bool tc, tc_f32, tc_split, flash, mma, mma_q4k, mma_q4k_auto, pdl;
     int64_t tc_min_rows;
 } mtplx_cuda_paths;
 /* A batched verification step of several generations (mtplx_gen_step_many)

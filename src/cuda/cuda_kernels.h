@@ -138,8 +138,8 @@ typedef struct mtplx_cuda_mmv_job {
      * launched as a dependent of the kernel before it, so that the GEMV
      * loads its first weights while that one (or its x kernel) still runs.
      * The caller sets it only where the op before on the stream was a
-     * kernel. l2pf: mmv_tc.cu also prefetches more weights into L2 then. */
-    bool pdl, l2pf;
+     * kernel. */
+    bool pdl;
 } mtplx_cuda_mmv_job;
 /* Whether the mmv kernel takes this type, k and x (alignment); if not, use
  * mtplx_cuda_matmul. */

@@ -152,28 +152,6 @@ __device__ __forceinline__ void load_step(const uint8_t *rlo, const uint8_t *rhi
     }
 }
 
-/* load_step's weight bytes (and block scales / headers) into L2, for a
- * later load_step of the same e. */
-__device__ __forceinline__ void prefetch_l2(const void *p) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-template <int T>
-__device__ __forceinline__ void prefetch_step(const uint8_t *rlo, const uint8_t *rhi, int64_t k,
-                                              int64_t e) {
-    if constexpr (T == MTPLX_TYPE_BF16) {
-        prefetch_l2(rlo + 2 * e), prefetch_l2(rhi + 2 * e);
-    } else if constexpr (T == MTPLX_TYPE_Q4_K) {
-        int64_t off = (e >> 8) * (int64_t)sizeof(block_q4_K);
-        int64_t qoff = off + 16 + 32 * ((e & 255) >> 6) + (e & 63);
-        prefetch_l2(rlo + qoff), prefetch_l2(rhi + qoff);
-        prefetch_l2(rlo + off), prefetch_l2(rhi + off);
-    } else {
-        prefetch_l2(rlo + e), prefetch_l2(rhi + e);
-        prefetch_l2((const unsigned short *)(rlo + k) + e / QK8_0);
-        prefetch_l2((const unsigned short *)(rhi + k) + e / QK8_0);
-    }
-}
-
 /* The k split: warp w's i-th k step. Runs of TC_RUN consecutive steps go
  * to warps 0, 1, 2, 3, 0, ... in turn, whatever U, so a row's sum order
  * depends on k alone. */
@@ -225,13 +203,16 @@ __device__ __forceinline__ void mma_rows_x(float (&d)[4], const uint32_t (&a)[8]
  *   Launched as a programmatic dependent (job.pdl, cuda_util.cuh's
  * launch_k), the kernel starts while the one before it (an rmsnorm, the
  * attention, another GEMV's epilogue) still runs: each warp issues its
- * first U steps' weight loads and pf more steps' L2 prefetches, then waits
- * for x. It lets the next kernel start once its k loop is done. None of
- * this changes which values are summed in which order. */
+ * first U steps' weight loads, then waits for x. It lets the next kernel
+ * start once its k loop is done. None of this changes which values are
+ * summed in which order. (Prefetching more weights into L2 before the wait
+ * made 0.6B BF16 decode slower, 0.984 -> 1.029 ms; working out a fused
+ * rmsnorm's scale in rmsnorm_kernel's order here, for the same bits with
+ * one launch fewer, 0.997 -> 1.458 ms: bench/RESULTS.md section 20.) */
 template <int T, int MT, int NT, int U>
 __global__ void __launch_bounds__(TC_WARPS * 32)
     mmv_tc_kernel(mtplx_cuda_mmv_job job, int64_t k, int64_t rb, const float *__restrict__ x,
-                  int64_t n, int pf) {
+                  int64_t n) {
     __shared__ float red[TC_WARPS][16 * MT][8 * NT];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, q = lane & 3;
@@ -261,8 +242,9 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
 
     constexpr int KS = kstep<T>(), XQ = xq<T>();
     const int64_t nks = (k + KS - 1) / KS;
-    bool waited = false;
-    for (int64_t i0 = 0; step_of(i0, warp) < nks; i0 += U) {
+    /* every warp runs the first batch, even with no k step of its own (it
+     * adds nothing then): the wait is there */
+    for (int64_t i0 = 0; i0 == 0 || step_of(i0, warp) < nks; i0 += U) {
         wstep<T> w[U][MT];
         float4 xv[U][NT][XQ];
 #pragma unroll
@@ -277,19 +259,9 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
                     w[j][t] = {};
             }
         }
-        /* the first batch's weights are on their way; with a dependent
-         * launch (pf > 0) the next pf steps' go to L2 too. x (the kernel
-         * before wrote it) only after the wait. */
-        if (!waited) {
-            for (int p = 0; p < pf; p++) {
-                const int64_t st = step_of(U + p, warp), e = st * KS + 8 * q;
-                if (st >= nks || e >= k) break;
-#pragma unroll
-                for (int t = 0; t < MT; t++)
-                    prefetch_step<T>(rlo[t], rhi[t], k, e);
-            }
-            pdl_wait(), waited = true;
-        }
+        /* the first batch's weights are on their way: they need nothing of
+         * the kernel before; x (it wrote it) only after the wait */
+        if (i0 == 0) pdl_wait();
 #pragma unroll
         for (int j = 0; j < U; j++) {
             const int64_t st = step_of(i0 + j, warp), e = st * KS + 8 * q;
@@ -373,7 +345,6 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
         }
     }
 
-    if (!waited) pdl_wait(); /* y (ADD reads it) only after the kernels before */
     pdl_trigger();           /* the next kernel may start: only the epilogue is left */
     partials_to_shared(red, acc, warp, g, q);
     __syncthreads();
@@ -420,12 +391,6 @@ constexpr int tc_u(int T, int MT, int NT) {
                : (T == MTPLX_TYPE_BF16 ? 128 : 96) / ((T == MTPLX_TYPE_BF16 ? 8 : 6) * MT + 8 * NT);
 }
 
-/* What a warp of a dependent launch prefetches into L2 before its wait (a
- * block 4 times that): past what its registers hold (the first U steps),
- * and little enough that the whole GPU's (all resident blocks') fits in L2
- * beside what the kernel before it reads. */
-constexpr int TC_PF_BYTES = 8192;
-
 template <int T, int MT, int NT>
 cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t slots, int64_t k,
                       const float *x, int64_t n) {
@@ -435,12 +400,8 @@ cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t sl
     int64_t rb = T == MTPLX_TYPE_BF16   ? 2 * k
                  : T == MTPLX_TYPE_Q4_K ? k / QK_K * (int64_t)sizeof(block_q4_K)
                                         : (int64_t)mtplx_cuda_q8_0_packed_row(k);
-    /* L2 prefetch before the wait: up to TC_PF_BYTES a warp (16 rows of k
-     * steps: BF16 1 KB a step and m-tile, Q8_0 and Q4_K about half) */
-    constexpr int step_bytes = T == MTPLX_TYPE_BF16 ? 1024 : 512;
-    int pf = job->pdl && job->l2pf ? TC_PF_BYTES / (MT * step_bytes) : 0;
     return launch_k(job->pdl, mmv_tc_kernel<T, MT, NT, tc_u(T, MT, NT)>, dim3(grid),
-                    dim3(TC_WARPS * 32), 0, st, *job, k, rb, x, n, pf);
+                    dim3(TC_WARPS * 32), 0, st, *job, k, rb, x, n);
 }
 
 /* MT (m-tiles a block) changes speed only, never a result: 2 while the
