@@ -312,7 +312,7 @@ static void take_over_spec_rows(mtplx_ctx *c, int32_t N) {
 }
 
 /* Logits entries a head forward computes where nothing reads them (catch-up
- * chunks): the smallest vocabulary prefix the forward takes on
+ * chunks, the prime): the smallest vocabulary prefix the forward takes on
  * the CPU (8 ids), the whole row elsewhere (mtplx_draft_vocab_resolve). */
 static int64_t unread_logits(const mtplx_ctx *c) {
     return mtplx_draft_vocab_resolve(c, 8);
@@ -364,10 +364,28 @@ static void stream_rows(mtplx_ctx *c, int32_t d, int32_t end, int32_t in_lo, int
     }
 }
 
+/* Prime: for d = 1..k run stream d over the rows whose inputs are all
+ * committed, [valid[d], min(valid[d-1], N-d)) (N = n_past): row j needs
+ * t_{j+d}, and the pending token t_N is not known yet when prefill ends.
+ * The prompt's pass of the drafter, as llama.cpp's draft model and vLLM's
+ * MTP do it in prompt processing; the first draft then only runs its one
+ * new history row and its speculative rows per stream. */
+mtplx_status mtplx_mtp_prime(mtplx_ctx *c, int32_t k) {
+    MTPLX_ASSERT(c->has_mtp && k >= 1 && k <= MTPLX_MAX_DRAFT);
+    MTPLX_TRY(mtplx_ctx_streams(c, k));
+    int32_t N = c->n_past;
+    c->valid[0] = N;
+    for (int32_t d = 1; d <= k; d++) {
+        int32_t ce = c->valid[d - 1] < N - d ? c->valid[d - 1] : N - d;
+        if (c->valid[d] < ce) stream_rows(c, d, ce, ce, ce, NULL, unread_logits(c));
+    }
+    return MTPLX_OK;
+}
+
 /* Draft: for d = 1..k run stream d over rows [valid[d], N) (N = n_past, the
  * pending token x sits at N): rows below N+1-d have committed inputs and are
  * cached, the rest use drafts and this step's speculative rows of stream
- * d-1. The last row's logits give q_d. Long catch-ups go in chunks. */
+ * d-1. The last row's logits give q_d. Rows not primed go in chunks. */
 mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn fn, void *user,
                              const mtplx_sampler_params *dev_sp, int32_t *drafts) {
     MTPLX_ASSERT(c->has_mtp && k >= 1 && k <= MTPLX_MAX_DRAFT);
