@@ -695,13 +695,26 @@ static void head_rows_taken_over(void **state) {
     mtplx_model_free(m);
 }
 
-/* Priming (mtplx_mtp_prime at the end of prefill; MTPLX_MTP_PRIME=0 turns
- * it off) moves the head's pass over the prompt out of the first decode step
- * and changes nothing else: after it each stream holds exactly the rows
+/* Priming (mtplx_mtp_prime at the end of prefill, after the first token's
+ * event; MTPLX_MTP_PRIME=0 turns it off) moves the head's pass over the
+ * prompt out of the first decode step and changes nothing else: after it each stream holds exactly the rows
  * whose inputs are committed, the first draft and the streams' rows are the
  * unprimed ones, and greedy and sampled (fixed seed) text are the same with
  * it on and off: prefill and the head's pass in chunks, a second turn over
  * a cached prefix, fixed and adaptive depth. */
+typedef struct {
+    mtplx_ctx *c;
+    int events;
+    int32_t valid_at_first; /* stream 1's committed rows when the first token came */
+} prime_probe;
+
+static int prime_probe_cb(const mtplx_token_event *ev, void *user) {
+    (void)ev;
+    prime_probe *p = user;
+    if (p->events++ == 0) p->valid_at_first = p->c->valid[1];
+    return 0;
+}
+
 static void prime_same_output(void **state) {
     (void)state;
     tu_bigram_noise = 2.0f; /* a head that is often right: drafts are kept */
@@ -729,6 +742,23 @@ static void prime_same_output(void **state) {
         assert_int_equal(c->valid[d], N - d);
     same_drafts_and_rows(c, f, x, "primed head rows");
     mtplx_ctx_free(f);
+    /* a generation primes right after the first token's event, not before
+     * it (the event must not wait for the head's pass) */
+    mtplx_gen_params g1 = mtplx_gen_default_params();
+    g1.sampling.temperature = 0.0f;
+    g1.draft_depth = 3;
+    g1.max_tokens = 8;
+    assert_int_equal(mtplx_ctx_truncate(c, 0), MTPLX_OK);
+    mtplx_gen *g = NULL;
+    assert_int_equal(mtplx_gen_start(c, prompt, N, &g1, &g), MTPLX_OK);
+    prime_probe probe = {.c = c, .valid_at_first = -1};
+    bool done = false;
+    while (probe.events == 0 && !done)
+        assert_int_equal(mtplx_gen_step(g, prime_probe_cb, &probe, &done), MTPLX_OK);
+    assert_int_equal(probe.valid_at_first, 0); /* stream 1 untouched when the token went out */
+    for (int d = 1; d <= 3; d++)
+        assert_int_equal(c->valid[d], N - d); /* and primed when the step returned */
+    mtplx_gen_free(g);
     /* whole generations, on and off */
     mtplx_gen_params gp = mtplx_gen_default_params();
     gp.sampling.top_k = 0;

@@ -286,11 +286,6 @@ mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *d
         s = mtplx_ctx_decode(c, g->prompt + g->next_prefill, n, false);
         if (s != MTPLX_OK) goto fail;
         g->next_prefill += n;
-        /* the head's pass over the prompt is prompt processing too: for the
-         * depth the first step drafts at (a later, deeper one catches up) */
-        int32_t k = g->prime && g->next_prefill == g->n_prompt ? step_depth(g) : 0;
-        if (k > 0) s = mtplx_mtp_prime(c, k);
-        if (s != MTPLX_OK) goto fail;
         g->st.t_prefill_ms += mtplx_time_ms() - t0;
         if (g->next_prefill < g->n_prompt) return MTPLX_OK;
         /* first token: a plain sample from the prompt's last logits */
@@ -298,6 +293,17 @@ mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *d
         g->phase = PH_DECODE;
         bool go = next_token(g);
         g->st.t_decode_ms += mtplx_time_ms() - t0;
+        /* then the head's pass over the prompt: prompt processing, counted
+         * in prefill, but run after the first token has gone to the caller
+         * so that it does not delay it; for the depth the first step drafts
+         * at (a later, deeper one catches up) */
+        int32_t k = go && g->prime ? step_depth(g) : 0;
+        if (k > 0) {
+            t0 = mtplx_time_ms();
+            s = mtplx_mtp_prime(c, k);
+            if (s != MTPLX_OK) goto fail;
+            g->st.t_prefill_ms += mtplx_time_ms() - t0;
+        }
         if (!go) finish(g);
         *done = g->phase == PH_DONE;
         return MTPLX_OK;
