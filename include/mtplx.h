@@ -293,6 +293,10 @@ typedef enum mtplx_stop_reason {
 typedef struct mtplx_gen_stats {
     int32_t n_prompt, n_cached; /* prompt tokens; of them reused from the cache */
     int32_t n_gen;
+    /* prefill includes the MTP head's pass over the prompt (its streams'
+     * rows whose inputs are committed), run right after the first token's
+     * event so it does not delay it; the first decode step then drafts
+     * without a catch-up (MTPLX_MTP_PRIME=0 leaves that pass to it) */
     double t_prefill_ms, t_decode_ms, t_draft_ms, t_verify_ms;
     int32_t n_forward; /* target forwards during decode */
     int32_t draft_depth;

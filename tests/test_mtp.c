@@ -629,6 +629,27 @@ static int32_t argmax_draft(void *user, int32_t d, float *logits, const int32_t 
     return best;
 }
 
+/* Draft 3 tokens after x (greedy) on contexts c and f that hold the same
+ * sequence: the drafts, the streams' cached row counts and their rows (up to
+ * a relative 1e-4) are the same. */
+static void same_drafts_and_rows(mtplx_ctx *c, mtplx_ctx *f, int32_t x, const char *what) {
+    int32_t V = c->model->hp.n_vocab, dc[3], df[3];
+    assert_int_equal(mtplx_mtp_draft(c, x, 3, argmax_draft, &V, NULL, dc), MTPLX_OK);
+    assert_int_equal(mtplx_mtp_draft(f, x, 3, argmax_draft, &V, NULL, df), MTPLX_OK);
+    int64_t e = c->model->hp.n_embd;
+    double worst = 0;
+    for (int d = 1; d <= 3; d++) {
+        assert_int_equal(dc[d - 1], df[d - 1]);
+        assert_int_equal(c->valid[d], f->valid[d]);
+        for (int64_t i = 0; i < (int64_t)c->valid[d] * e; i++) {
+            double diff = fabs(c->hist[d][i] - f->hist[d][i]) / (1.0 + fabs(f->hist[d][i]));
+            if (diff > worst) worst = diff;
+        }
+    }
+    print_message("%s: worst relative difference %.3g\n", what, worst);
+    assert_true(worst < 1e-4);
+}
+
 /* The head's rows that a draft takes over from the previous draft (its
  * speculative rows whose drafts were accepted) equal the rows a fresh
  * context computes from scratch over the same sequence, and so do the next
@@ -665,24 +686,113 @@ static void head_rows_taken_over(void **state) {
     static int32_t seq[256];
     memcpy(seq, prompt, sizeof prompt);
     memcpy(seq + 6, got.ids, (size_t)got.n * sizeof(int32_t));
-    int32_t n = 6 + got.n - 1, x = seq[n], V = m->hp.n_vocab, dc[3], df[3];
+    int32_t n = 6 + got.n - 1, x = seq[n];
     assert_int_equal(mtplx_ctx_n_past(c), n);
     assert_int_equal(mtplx_forward(f, seq, n, false), MTPLX_OK);
-    assert_int_equal(mtplx_mtp_draft(c, x, 3, argmax_draft, &V, NULL, dc), MTPLX_OK);
-    assert_int_equal(mtplx_mtp_draft(f, x, 3, argmax_draft, &V, NULL, df), MTPLX_OK);
-    for (int d = 0; d < 3; d++) assert_int_equal(dc[d], df[d]);
-    int64_t e = m->hp.n_embd;
-    double worst = 0;
-    for (int d = 1; d <= 3; d++) {
-        assert_int_equal(c->valid[d], f->valid[d]);
-        for (int64_t i = 0; i < (int64_t)c->valid[d] * e; i++) {
-            double diff = fabs(c->hist[d][i] - f->hist[d][i]) / (1.0 + fabs(f->hist[d][i]));
-            if (diff > worst) worst = diff;
+    same_drafts_and_rows(c, f, x, "head rows taken over");
+    mtplx_ctx_free(f);
+    mtplx_ctx_free(c);
+    mtplx_model_free(m);
+}
+
+/* Priming (mtplx_mtp_prime at the end of prefill, after the first token's
+ * event; MTPLX_MTP_PRIME=0 turns it off) moves the head's pass over the
+ * prompt out of the first decode step and changes nothing else: after it each stream holds exactly the rows
+ * whose inputs are committed, the first draft and the streams' rows are the
+ * unprimed ones, and greedy and sampled (fixed seed) text are the same with
+ * it on and off: prefill and the head's pass in chunks, a second turn over
+ * a cached prefix, fixed and adaptive depth. */
+typedef struct {
+    mtplx_ctx *c;
+    int events;
+    int32_t valid_at_first; /* stream 1's committed rows when the first token came */
+} prime_probe;
+
+static int prime_probe_cb(const mtplx_token_event *ev, void *user) {
+    (void)ev;
+    prime_probe *p = user;
+    if (p->events++ == 0) p->valid_at_first = p->c->valid[1];
+    return 0;
+}
+
+static void prime_same_output(void **state) {
+    (void)state;
+    tu_bigram_noise = 2.0f; /* a head that is often right: drafts are kept */
+    mtplx_model *m = tu_random_model(1, 0.05f);
+    tu_bigram_noise = -1.0f;
+    mtplx_ctx_params cp = mtplx_ctx_default_params();
+    cp.n_ctx = 256;
+    cp.n_batch = 16; /* prefill and the head's pass in chunks */
+    cp.n_threads = 2;
+    mtplx_ctx *c = NULL, *f = NULL;
+    assert_int_equal(mtplx_ctx_new(m, &cp, &c), MTPLX_OK);
+    assert_int_equal(mtplx_ctx_new(m, &cp, &f), MTPLX_OK);
+    enum { N = 40 };
+    int32_t prompt[N], prompt2[N];
+    for (int i = 0; i < N; i++) {
+        prompt[i] = 1 + (i * 37 + 11) % 400;
+        prompt2[i] = i < 30 ? prompt[i] : 2 + (i * 53) % 300;
+    }
+    /* the first draft after prefill, primed (c) and not (f) */
+    int32_t x = 77;
+    assert_int_equal(mtplx_forward(c, prompt, N, false), MTPLX_OK);
+    assert_int_equal(mtplx_forward(f, prompt, N, false), MTPLX_OK);
+    assert_int_equal(mtplx_mtp_prime(c, 3), MTPLX_OK);
+    for (int d = 1; d <= 3; d++)
+        assert_int_equal(c->valid[d], N - d);
+    same_drafts_and_rows(c, f, x, "primed head rows");
+    mtplx_ctx_free(f);
+    /* a generation primes right after the first token's event, not before
+     * it (the event must not wait for the head's pass) */
+    mtplx_gen_params g1 = mtplx_gen_default_params();
+    g1.sampling.temperature = 0.0f;
+    g1.draft_depth = 3;
+    g1.max_tokens = 8;
+    assert_int_equal(mtplx_ctx_truncate(c, 0), MTPLX_OK);
+    mtplx_gen *g = NULL;
+    assert_int_equal(mtplx_gen_start(c, prompt, N, &g1, &g), MTPLX_OK);
+    prime_probe probe = {.c = c, .valid_at_first = -1};
+    bool done = false;
+    while (probe.events == 0 && !done)
+        assert_int_equal(mtplx_gen_step(g, prime_probe_cb, &probe, &done), MTPLX_OK);
+    assert_int_equal(probe.valid_at_first, 0); /* stream 1 untouched when the token went out */
+    for (int d = 1; d <= 3; d++)
+        assert_int_equal(c->valid[d], N - d); /* and primed when the step returned */
+    mtplx_gen_free(g);
+    /* whole generations, on and off */
+    mtplx_gen_params gp = mtplx_gen_default_params();
+    gp.sampling.top_k = 0;
+    gp.sampling.seed = 9;
+    gp.max_tokens = 60;
+    gp.ignore_eos = true;
+    int64_t accepted = 0;
+    /* greedy, sampled, greedy at adaptive depth (sampled text at adaptive
+     * depth follows the measured draft and verify times, primed or not) */
+    for (int run = 0; run < 3; run++) {
+        gp.sampling.temperature = run == 1 ? 1.0f : 0.0f;
+        gp.adaptive_depth = run == 2;
+        gp.draft_depth = run == 2 ? 4 : 3;
+        static tu_collect out[2][2];
+        for (int primed = 0; primed <= 1; primed++) {
+            setenv("MTPLX_MTP_PRIME", primed ? "1" : "0", 1);
+            memset(out[primed], 0, sizeof out[primed]);
+            mtplx_gen_stats st;
+            assert_int_equal(mtplx_ctx_truncate(c, 0), MTPLX_OK);
+            assert_int_equal(mtplx_generate(c, prompt, N, &gp, tu_collect_cb, &out[primed][0], &st),
+                             MTPLX_OK);
+            accepted += st.accepted[0];
+            assert_int_equal(
+                mtplx_generate(c, prompt2, N, &gp, tu_collect_cb, &out[primed][1], &st), MTPLX_OK);
+            assert_int_equal(st.n_cached, 30); /* the second turn reuses the common prefix */
+        }
+        unsetenv("MTPLX_MTP_PRIME");
+        for (int turn = 0; turn < 2; turn++) {
+            char what[64];
+            snprintf(what, sizeof what, "run %d turn %d, primed vs not", run, turn);
+            tu_assert_same_ids(&out[0][turn], &out[1][turn], what);
         }
     }
-    print_message("head rows taken over: worst relative difference %.3g\n", worst);
-    assert_true(worst < 1e-4);
-    mtplx_ctx_free(f);
+    assert_true(accepted > 0);
     mtplx_ctx_free(c);
     mtplx_model_free(m);
 }
@@ -702,6 +812,7 @@ int main(void) {
         cmocka_unit_test(long_prompt_and_interleaved_steps),
         cmocka_unit_test(batched_step_many),
         cmocka_unit_test(head_rows_taken_over),
+        cmocka_unit_test(prime_same_output),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

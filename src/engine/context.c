@@ -311,16 +311,86 @@ static void take_over_spec_rows(mtplx_ctx *c, int32_t N) {
     c->spec_k = 0;
 }
 
+/* Logits entries a head forward computes where nothing reads them (catch-up
+ * chunks, the prime): the smallest vocabulary prefix the forward takes on
+ * the CPU (8 ids), the whole row elsewhere (mtplx_draft_vocab_resolve). */
+static int64_t unread_logits(const mtplx_ctx *c) {
+    return mtplx_draft_vocab_resolve(c, 8);
+}
+
+/* Run stream d from row valid[d] up to row `end`, in chunks of the head's
+ * activations. Row j reads token t_{j+d} (a draft past N = n_past: drafts[j+d-N-1])
+ * and stream d-1's row j (its history below in_lo, its speculative rows
+ * spec[d-1] from in_lo on); its output is history below ce, a speculative
+ * row of spec[d] from ce on. Speculative rows go in the last call, whose
+ * last row's logits (the first n_out ids) stay in mtp_acts.logits. valid[d]
+ * advances over the history written. */
+static void stream_rows(mtplx_ctx *c, int32_t d, int32_t end, int32_t in_lo, int32_t ce,
+                        const int32_t *drafts, int64_t n_out) {
+    const mtplx_model *m = c->model;
+    int64_t e = m->hp.n_embd;
+    int32_t N = c->n_past;
+    size_t rb = (size_t)e * sizeof(float);
+    for (int32_t a = c->valid[d]; a < end;) {
+        int32_t rows = end - a;
+        bool last = rows <= c->mtp_acts.n_max;
+        if (!last) rows = (int32_t)c->mtp_acts.n_max;
+        if (!last && a + rows > ce) rows = ce - a; /* keep speculative rows for the last call */
+        for (int32_t r = 0; r < rows; r++) {
+            int32_t t = a + r + d;
+            c->stage_tok[r] = t <= N ? c->tokens[t] : drafts[t - N - 1];
+        }
+        /* input rows j = a.. come from stream d-1's history below in_lo,
+         * from its speculative rows above: two copies */
+        int32_t r1 = in_lo - a < 0 ? 0 : in_lo - a;
+        if (r1 > rows) r1 = rows;
+        if (r1 > 0)
+            mtplx_be_copy(c->be, c->stage, c->hist[d - 1] + (int64_t)a * e, (size_t)r1 * rb);
+        if (r1 < rows)
+            mtplx_be_copy(c->be, c->stage + (int64_t)r1 * e,
+                          c->spec[d - 1] + (int64_t)(a + r1 - in_lo) * e, (size_t)(rows - r1) * rb);
+        mtplx_mtp_forward_vocab(m, 0, c->be, &c->mtp_kv[d - 1], &c->mtp_acts, c->stage_tok,
+                                c->stage, rows, a, last ? n_out : unread_logits(c));
+        /* output rows below ce are history, the rest speculative */
+        int32_t r2 = ce - a < 0 ? 0 : ce - a;
+        if (r2 > rows) r2 = rows;
+        if (r2 > 0)
+            mtplx_be_copy(c->be, c->hist[d] + (int64_t)a * e, c->mtp_acts.hidden, (size_t)r2 * rb);
+        if (r2 < rows)
+            mtplx_be_copy(c->be, c->spec[d] + (int64_t)(a + r2 - ce) * e,
+                          c->mtp_acts.hidden + (int64_t)r2 * e, (size_t)(rows - r2) * rb);
+        a += rows;
+        c->valid[d] = a < ce ? a : ce;
+    }
+}
+
+/* Prime: for d = 1..k run stream d over the rows whose inputs are all
+ * committed, [valid[d], min(valid[d-1], N-d)) (N = n_past): row j needs
+ * t_{j+d}, and the pending token t_N is not known yet when prefill ends.
+ * The prompt's pass of the drafter, as llama.cpp's draft model and vLLM's
+ * MTP do it in prompt processing; the first draft then only runs its one
+ * new history row and its speculative rows per stream. */
+mtplx_status mtplx_mtp_prime(mtplx_ctx *c, int32_t k) {
+    MTPLX_ASSERT(c->has_mtp && k >= 1 && k <= MTPLX_MAX_DRAFT);
+    MTPLX_TRY(mtplx_ctx_streams(c, k));
+    int32_t N = c->n_past;
+    c->valid[0] = N;
+    for (int32_t d = 1; d <= k; d++) {
+        int32_t ce = c->valid[d - 1] < N - d ? c->valid[d - 1] : N - d;
+        if (c->valid[d] < ce) stream_rows(c, d, ce, ce, ce, NULL, unread_logits(c));
+    }
+    return MTPLX_OK;
+}
+
 /* Draft: for d = 1..k run stream d over rows [valid[d], N) (N = n_past, the
  * pending token x sits at N): rows below N+1-d have committed inputs and are
  * cached, the rest use drafts and this step's speculative rows of stream
- * d-1. The last row's logits give q_d. Long catch-ups go in chunks. */
+ * d-1. The last row's logits give q_d. Rows not primed go in chunks. */
 mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn fn, void *user,
                              const mtplx_sampler_params *dev_sp, int32_t *drafts) {
     MTPLX_ASSERT(c->has_mtp && k >= 1 && k <= MTPLX_MAX_DRAFT);
     MTPLX_TRY(mtplx_ctx_streams(c, k));
     const mtplx_model *m = c->model;
-    int64_t e = m->hp.n_embd;
     int32_t N = c->n_past;
     MTPLX_ASSERT(N >= 1);
     c->tokens[N] = x; /* the verify pass writes the same token here */
@@ -333,39 +403,7 @@ mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn 
         if (ce < 0) ce = 0; /* short sequences: every row of stream d is speculative */
         if (c->valid[d] > ce) c->valid[d] = ce;
         spec_lo[d] = ce;
-        int32_t a = c->valid[d];
-        while (a < N) {
-            int32_t rows = N - a;
-            bool last = rows <= c->mtp_acts.n_max;
-            if (!last) rows = (int32_t)c->mtp_acts.n_max;
-            if (!last && a + rows > ce) rows = ce - a; /* keep speculative rows for the last call */
-            for (int32_t r = 0; r < rows; r++) {
-                int32_t t = a + r + d;
-                c->stage_tok[r] = t <= N ? c->tokens[t] : drafts[t - N - 1];
-            }
-            /* input rows j = a.. come from stream d-1's history below
-             * spec_lo[d-1], from its speculative rows above: two copies */
-            size_t rb = (size_t)e * sizeof(float);
-            int32_t r1 = spec_lo[d - 1] - a < 0 ? 0 : spec_lo[d - 1] - a;
-            if (r1 > rows) r1 = rows;
-            if (r1 > 0) mtplx_be_copy(c->be, c->stage, c->hist[d - 1] + (int64_t)a * e, (size_t)r1 * rb);
-            if (r1 < rows)
-                mtplx_be_copy(c->be, c->stage + (int64_t)r1 * e,
-                                c->spec[d - 1] + (int64_t)(a + r1 - spec_lo[d - 1]) * e,
-                                (size_t)(rows - r1) * rb);
-            mtplx_mtp_forward_vocab(m, 0, c->be, &c->mtp_kv[d - 1], &c->mtp_acts, c->stage_tok,
-                                    c->stage, rows, a, c->draft_n_out);
-            /* output rows below ce are history, the rest speculative */
-            int32_t r2 = ce - a < 0 ? 0 : ce - a;
-            if (r2 > rows) r2 = rows;
-            if (r2 > 0) mtplx_be_copy(c->be, c->hist[d] + (int64_t)a * e, c->mtp_acts.hidden, (size_t)r2 * rb);
-            if (r2 < rows)
-                mtplx_be_copy(c->be, c->spec[d] + (int64_t)(a + r2 - ce) * e,
-                                  c->mtp_acts.hidden + (int64_t)r2 * e, (size_t)(rows - r2) * rb);
-            a += rows;
-            if (a <= ce) c->valid[d] = a;
-        }
-        c->valid[d] = ce;
+        stream_rows(c, d, N, spec_lo[d - 1], ce, drafts, c->draft_n_out);
         int32_t n_out = c->draft_n_out > 0 && c->draft_n_out < m->hp.n_vocab ? c->draft_n_out : m->hp.n_vocab;
         if (!fn && dev_sp) {
             mtplx_dev_sample r = {.draft = -1,

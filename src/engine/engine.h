@@ -119,6 +119,11 @@ void mtplx_ctx_heads_keep(mtplx_ctx *ctx, int32_t common);
 typedef int32_t (*mtplx_draft_fn)(void *user, int32_t d, float *logits, const int32_t *drafts);
 mtplx_status mtplx_mtp_draft(mtplx_ctx *ctx, int32_t x, int32_t k, mtplx_draft_fn fn, void *user,
                              const mtplx_sampler_params *dev_sp, int32_t *out);
+/* Run head streams 1..k over every row whose inputs are committed (all but
+ * the last d rows of stream d: the token after the cache is not known yet),
+ * so that the next mtplx_mtp_draft has no catch-up over a prompt. Called
+ * at the end of prefill; the drafts that follow are the same as without it. */
+mtplx_status mtplx_mtp_prime(mtplx_ctx *ctx, int32_t k);
 /* Whether sampling under sp can run on the context's device (be->sample_rows
  * takes it: temperature > 0, no penalties, top-k in 1..MTPLX_DEV_TOPK_MAX
  * and below the vocabulary size). */

@@ -5,6 +5,7 @@
 #include "engine/engine.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 mtplx_gen_params mtplx_gen_default_params(void) {
@@ -33,6 +34,7 @@ struct mtplx_gen {
     /* the decode step in progress: [x, d_1..d_k] (k = 0: plain AR) */
     int32_t batch[MTPLX_MAX_DRAFT + 1], k;
     int32_t depth_cap;    /* mtplx_gen_limit_depth; -1 = none */
+    bool prime;           /* prime the head's streams at the end of prefill (MTPLX_MTP_PRIME) */
     mtplx_status err;     /* what ended it, if an error did */
 };
 
@@ -126,6 +128,8 @@ mtplx_status mtplx_gen_start(mtplx_ctx *c, const int32_t *prompt, int32_t n_prom
     g->gp = gp;
     g->depth = g->cur_depth = depth;
     g->depth_cap = -1;
+    const char *prime = getenv("MTPLX_MTP_PRIME");
+    g->prime = !(prime && *prime == '0');
     g->st.draft_depth = depth;
     g->st.n_prompt = n_prompt;
     g->gs.gp = &g->gp;
@@ -212,6 +216,14 @@ static void finish(mtplx_gen *g) {
     }
 }
 
+/* The draft depth of the next step: the current depth within the room the
+ * context has left after the pending token and the caller's cap. */
+static int32_t step_depth(const mtplx_gen *g) {
+    int32_t room = g->c->n_ctx - g->c->n_past - 1;
+    int32_t k = g->cur_depth < room ? g->cur_depth : room;
+    return g->depth_cap >= 0 && k > g->depth_cap ? g->depth_cap : k;
+}
+
 /* Decode step, part 1: how many drafts fit, and the drafts (MTP). *full
  * when the context has no room left. */
 static mtplx_status decode_prepare(mtplx_gen *g, bool *full) {
@@ -222,8 +234,7 @@ static mtplx_status decode_prepare(mtplx_gen *g, bool *full) {
         g->st.stop = MTPLX_STOP_CTX_FULL;
         return MTPLX_OK;
     }
-    g->k = g->cur_depth < room ? g->cur_depth : room;
-    if (g->depth_cap >= 0 && g->k > g->depth_cap) g->k = g->depth_cap;
+    g->k = step_depth(g);
     g->batch[0] = g->x;
     if (g->k > 0) MTPLX_TRY(mtplx_spec_draft(c, &g->gs, g->x, g->k, g->batch + 1));
     return MTPLX_OK;
@@ -282,6 +293,17 @@ mtplx_status mtplx_gen_step(mtplx_gen *g, mtplx_token_cb cb, void *user, bool *d
         g->phase = PH_DECODE;
         bool go = next_token(g);
         g->st.t_decode_ms += mtplx_time_ms() - t0;
+        /* then the head's pass over the prompt: prompt processing, counted
+         * in prefill, but run after the first token has gone to the caller
+         * so that it does not delay it; for the depth the first step drafts
+         * at (a later, deeper one catches up) */
+        int32_t k = go && g->prime ? step_depth(g) : 0;
+        if (k > 0) {
+            t0 = mtplx_time_ms();
+            s = mtplx_mtp_prime(c, k);
+            if (s != MTPLX_OK) goto fail;
+            g->st.t_prefill_ms += mtplx_time_ms() - t0;
+        }
         if (!go) finish(g);
         *done = g->phase == PH_DONE;
         return MTPLX_OK;
