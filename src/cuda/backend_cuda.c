@@ -107,7 +107,7 @@
  * same bits as with plain launches (tests/test_cuda.c checks PDL on == off
  * with graphs on). PDL is asked only where the op before on the stream was a
  * kernel (after_kernel), not after a copy, an upload or at a capture's start.
- * MTPLX_CUDA_PDL=0 turns all of it off (bench/RESULTS.md section 20).
+ * MTPLX_CUDA_PDL=0 turns all of it off (bench/RESULTS.md section 21).
  *
  * Left out for now: several GPUs. */
 #include "cuda/cuda_backend.h"

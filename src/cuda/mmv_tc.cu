@@ -208,7 +208,7 @@ __device__ __forceinline__ void mma_rows_x(float (&d)[4], const uint32_t (&a)[8]
  * summed in which order. (Prefetching more weights into L2 before the wait
  * made 0.6B BF16 decode slower, 0.984 -> 1.029 ms; working out a fused
  * rmsnorm's scale in rmsnorm_kernel's order here, for the same bits with
- * one launch fewer, 0.997 -> 1.458 ms: bench/RESULTS.md section 20.) */
+ * one launch fewer, 0.997 -> 1.458 ms: bench/RESULTS.md section 21.) */
 template <int T, int MT, int NT, int U>
 __global__ void __launch_bounds__(TC_WARPS * 32)
     mmv_tc_kernel(mtplx_cuda_mmv_job job, int64_t k, int64_t rb, const float *__restrict__ x,
