@@ -433,14 +433,13 @@ mtplx_status mtplx_mtp_draft(mtplx_ctx *c, int32_t x, int32_t k, mtplx_draft_fn 
     return MTPLX_OK;
 }
 
-/* Automatic draft vocabulary: the whole of it. Measured on the built-in
- * model (8192 ids, 1 thread, quiet machine, depth 3, medians of 5): the
- * first 2048 ids cover 83% of held-out tokens, and drafting over them cut
- * tokens per forward from 3.08 to 2.94 for 320 tok/s against 348 with the
- * whole vocabulary, so a prefix does not pay on a small vocabulary. It is
- * meant for large ones (the output matrix of a 151k-token model is a
- * quarter of a 0.6B model's weights), where it is not measured yet: hence
- * opt-in. */
+/* Automatic draft vocabulary: the whole of it. Whether a prefix pays
+ * depends on the model and the machine: on the built-in model (8192 ids,
+ * 1 thread, depth 3) the first 2048 ids cut tokens per forward from 3.08 to
+ * 2.94 and lost speed, the first 4096 gained 3-6% (bench/RESULTS.md 17,
+ * 18b, 20), at the edge of that machine's noise. So the library does not
+ * guess: `mtplx tune` measures the half and the quarter on the user's
+ * machine and the commands pass the winner as draft_vocab (cli/tuning.c). */
 static int32_t draft_vocab_auto(int32_t V) { return V; }
 
 int32_t mtplx_draft_vocab_resolve(const mtplx_ctx *c, int32_t requested) {
