@@ -11,6 +11,7 @@ repetition (paired: the load of that minute hits both). ho1.txt: bytes
 200k-1.2M of ../shared/data/gutenberg/valid.txt (xz -dc ... | head -c
 1200000 | tail -c 1000000). A benchmark, not a test."""
 import sys, subprocess, re, statistics, os, shlex
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 reps, prompts = int(sys.argv[1]), int(sys.argv[2])
 variants = sys.argv[3:]
 res = {v: [] for v in variants}
@@ -23,7 +24,7 @@ for r in range(reps):
             k, val = parts.pop(0).split('=', 1); env[k] = val
         args = parts[:1] + ['forge', 'verify', 'models/default.gguf', '--data', '/tmp/ho1.txt', '--depth', '3', '-n', '128',
                             '--prompts', str(prompts), '-j', '1'] + parts[1:]
-        out = subprocess.run(args, capture_output=True, text=True, env=env, cwd='/work/wt-cpu').stdout
+        out = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT).stdout
         out += ''
         m = re.search(r'AR ([\d.]+) tok/s, MTP ([\d.]+) tok/s', out)
         t = re.search(r'tokens per forward: ([\d.]+)', out)
