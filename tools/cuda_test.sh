@@ -19,6 +19,7 @@
 # 3. test_cuda: every CUDA op vs the CPU, whole-model logits vs the CPU,
 #    greedy MTP == AR on the GPU. Then the op checks under compute-sanitizer
 #    (memcheck), when it is there (MTPLX_CUDA_TEST_NO_MEMCHECK=1 skips it).
+#    MTPLX_CUDA_TEST_BUILD_ONLY=1 stops after step 2 (a build for a profiler run).
 # 4. mtplx run --device cuda on models/default.gguf, greedy, 256 tokens: AR and
 #    MTP depth 1..3 with CUDA graphs on and off (MTPLX_CUDA_GRAPHS=0), and MTP
 #    with the greedy picks on the host (MTPLX_CUDA_ARGMAX=0): every text must
@@ -133,6 +134,7 @@ else
     result "build (MTPLX_CUDA=ON)" FAIL "see $LOG"
     finish
 fi
+[ -n "${MTPLX_CUDA_TEST_BUILD_ONLY:-}" ] && finish
 TEST="$BUILD/tests/test_cuda"
 MTPLX="$BUILD/mtplx"
 

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# cuda_prof.sh: a per-kernel time breakdown of the random-weight 0.6B BF16
+# decode step (issue 10), with nsys when the GPU machine has it (ncu if not).
+#
+#   tools/cuda_prof.sh          (after tools/cuda_test.sh built build-cuda-gpu/)
+#
+# Writes to $OUT (or the build dir): base.json (bench_models, medians of 15,
+# no profiler), and per PDL setting (MTPLX_CUDA_PDL=1 / 0) k$p_*.csv: nsys's
+# kernel summary and its GPU trace (every kernel: start, duration, grid), from
+# `bench_models run --reps 3` (each rep: 1, 2, 4, 8-token steps, graphs on,
+# traced node by node). With PDL a kernel's duration includes the time it
+# waits in griddepcontrol.wait for its predecessor, so the PDL=0 trace is the
+# one that gives each kernel's own time.
+#   The H200 image has no nsys, only ncu (2026-12-02): then ncu0.csv is
+# gpu__time_duration of the first 1200 kernels, PDL off (the 16-token
+# prefill, the warm decode step, then one rep of 1, 2, 4, 8 rows), and
+# ncu0_summary.txt that per forward and kernel. ncu runs each kernel alone
+# with L2 flushed and clocks at base, so its sum (1.79 ms a decode step) is
+# not the graph's time (0.99 ms), and kernels that overlap in the graph
+# (PDL) are counted whole: a guide to where time goes, not a budget
+# (bench/RESULTS.md section 21a).
+set -uo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BUILD="${BUILD:-$ROOT/build-cuda-gpu}"
+O="${OUT:-$BUILD}"
+BM="$BUILD/bench/bench_models"
+S="$BUILD/scratch-prof"
+mkdir -p "$O" "$S"
+[ -d "$BUILD/deps" ] && export LD_LIBRARY_PATH="$BUILD/deps/usr/lib/x86_64-linux-gnu:$BUILD/deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+{ command -v nsys ncu; ls /usr/local/cuda/bin; ls -d /opt/nvidia/* /usr/local/cuda/nsight* 2>&1; } >"$O/which.txt" 2>&1
+"$BM" gen --vocab "$ROOT/models/default.gguf" --out "$S" --size 0.6b --types bf16 >/dev/null || exit 1
+M="$S/qwen3-0.6b-bf16.gguf"
+timeout 60 "$BM" run "$M" --device cuda --reps 15 --prefill 0 --prefill-reps 0 >"$O/base.json"
+NS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+NC=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [ -n "$NS" ]; then
+    for p in 0 1; do
+        MTPLX_CUDA_PDL=$p timeout 90 "$NS" profile --cuda-graph-trace=node -t cuda -f true -o "$S/p$p" \
+            "$BM" run "$M" --device cuda --reps 3 --prefill 0 --prefill-reps 0 >"$O/nsys$p.log" 2>&1
+        timeout 60 "$NS" stats -r cuda_gpu_kern_sum,cuda_gpu_trace -f csv -o "$O/k$p" "$S/p$p.nsys-rep" >>"$O/nsys$p.log" 2>&1
+    done
+elif [ -n "$NC" ]; then
+    MTPLX_CUDA_PDL=0 timeout 120 "$NC" --graph-profiling node -c 1200 --metrics gpu__time_duration.sum --csv \
+        "$BM" run "$M" --device cuda --reps 1 --prefill 0 --prefill-reps 0 >"$O/ncu0.csv" 2>"$O/ncu0.err"
+    python3 - "$O/ncu0.csv" >"$O/ncu0_summary.txt" <<'PY'
+import csv, re, sys
+rows = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))
+ix = {k: i for i, k in enumerate(rows[0])}
+ks = [(re.sub(r"\(.*|void |<unnamed>::", "", r[ix["Kernel Name"]]), r[ix["Block Size"]], r[ix["Grid Size"]],
+       float(r[ix["Metric Value"]].replace(",", "")) / 1e3) for r in rows[1:]]
+cut = [i for i, k in enumerate(ks) if k[0].startswith("get_row")] + [len(ks)]  # a forward starts with get_rows
+for f in range(len(cut) - 1):
+    seg = ks[cut[f]:cut[f + 1]]
+    tot = sum(k[3] for k in seg)
+    print("forward %d (get_rows grid %s): %d kernels, %.1f us" % (f, seg[0][2], len(seg), tot))
+    by = {}
+    for k in seg:
+        by.setdefault(k[:3], []).append(k[3])
+    for key, v in sorted(by.items(), key=lambda kv: -sum(kv[1])):
+        print("  %-32s block %-12s grid %-13s x%-3d mean %7.2f us  sum %7.1f us  %5.1f%%" % (
+            key[0], key[1], key[2], len(v), sum(v) / len(v), sum(v), 100 * sum(v) / tot))
+PY
+else
+    echo "no nsys, no ncu" >>"$O/which.txt"
+fi
+rm -f "$M"
