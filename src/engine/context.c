@@ -338,7 +338,8 @@ static void stream_rows(mtplx_ctx *c, int32_t d, int32_t end, int32_t in_lo, int
         if (!last && a + rows > ce) rows = ce - a; /* keep speculative rows for the last call */
         for (int32_t r = 0; r < rows; r++) {
             int32_t t = a + r + d;
-            c->stage_tok[r] = t <= N ? c->tokens[t] : drafts[t - N - 1];
+            MTPLX_ASSERT(t <= N || drafts); /* the prime's rows have committed inputs only */
+            c->stage_tok[r] = t > N && drafts ? drafts[t - N - 1] : c->tokens[t];
         }
         /* input rows j = a.. come from stream d-1's history below in_lo,
          * from its speculative rows above: two copies */
