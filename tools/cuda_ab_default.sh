@@ -10,14 +10,12 @@
 # MTP depth 1..3 (--no-adaptive); the table gives each cell's median tok/s
 # over the reps, and whether every variant's text equals the first's.
 set -uo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BUILD="${BUILD:-$ROOT/build-cuda-gpu}"
+. "$(dirname "$0")/cuda_env.sh" # ROOT, BUILD, the loader path to BUILD/deps
 REPS="${1:-3}"
 VARIANTS="${VARIANTS:--}"
 MTPLX="$BUILD/mtplx"
 SCRATCH="$BUILD/scratch-ab"
 [ -x "$MTPLX" ] || { echo "cuda_ab_default: $MTPLX missing (run tools/cuda_test.sh first)" >&2; exit 1; }
-[ -d "$BUILD/deps" ] && export LD_LIBRARY_PATH="$BUILD/deps/usr/lib/x86_64-linux-gnu:$BUILD/deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 mkdir -p "$SCRATCH"
 PROMPT="It was a dark and stormy night; the rain fell in torrents, except at occasional intervals, when it was checked by"
 CONFIGS="ar mtp1 mtp2 mtp3"

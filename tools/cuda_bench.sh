@@ -19,8 +19,7 @@
 # on the same file; each row names its variant. PREFILL / PREFILL_REPS
 # (default 512 / 3): the prefill measured after the steps (its column).
 set -uo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BUILD="${BUILD:-$ROOT/build-cuda-gpu}"
+. "$(dirname "$0")/cuda_env.sh" # ROOT, BUILD, the loader path to BUILD/deps
 DEST="${OUT:-$BUILD}"
 SIZES="${1:-0.6b 1.7b 8b}"
 TYPES="${2:-bf16 q8_0 q4_k}"
@@ -30,7 +29,6 @@ BM="$BUILD/bench/bench_models"
 SCRATCH="$BUILD/scratch-bench"
 [ -x "$BM" ] || { echo "cuda_bench: $BM missing (run tools/cuda_test.sh first)" >&2; exit 1; }
 # the build's private dependency prefix (cuda_test.sh unpacks .debs there)
-[ -d "$BUILD/deps" ] && export LD_LIBRARY_PATH="$BUILD/deps/usr/lib/x86_64-linux-gnu:$BUILD/deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 mkdir -p "$SCRATCH" "$DEST"
 JSONL="$DEST/cuda_bench.jsonl"
 TXT="$DEST/cuda_bench.txt"

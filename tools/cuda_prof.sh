@@ -20,13 +20,11 @@
 # (PDL) are counted whole: a guide to where time goes, not a budget
 # (bench/RESULTS.md section 21a).
 set -uo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BUILD="${BUILD:-$ROOT/build-cuda-gpu}"
+. "$(dirname "$0")/cuda_env.sh" # ROOT, BUILD, the loader path to BUILD/deps
 O="${OUT:-$BUILD}"
 BM="$BUILD/bench/bench_models"
 S="$BUILD/scratch-prof"
 mkdir -p "$O" "$S"
-[ -d "$BUILD/deps" ] && export LD_LIBRARY_PATH="$BUILD/deps/usr/lib/x86_64-linux-gnu:$BUILD/deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 { command -v nsys ncu; ls /usr/local/cuda/bin; ls -d /opt/nvidia/* /usr/local/cuda/nsight* 2>&1; } >"$O/which.txt" 2>&1
 "$BM" gen --vocab "$ROOT/models/default.gguf" --out "$S" --size 0.6b --types bf16 >/dev/null || exit 1
 M="$S/qwen3-0.6b-bf16.gguf"
