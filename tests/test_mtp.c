@@ -155,14 +155,23 @@ static double chi2_sf(double x, double k) {
     return 0.5 * erfc(z / sqrt(2));
 }
 
+/* A random one-layer model whose head is close to the target (tu_random_model
+ * with tu_bigram_noise 2): drafts are often right, so accepts, rejections,
+ * bonus tokens and rows taken over all occur. */
+static mtplx_model *model_head_often_right(void) {
+    tu_bigram_noise = 2.0f;
+    mtplx_model *m = tu_random_model(1, 0.05f);
+    tu_bigram_noise = -1.0f;
+    return m;
+}
+
 #define TOPK 4
 /* draft_vocab: the draft's support (mtplx_gen_params.draft_vocab); a small
  * one leaves some target tokens out of q entirely, which only the residual
  * can produce. */
 static void joint_distribution(int32_t draft_vocab, int N) {
-    tu_bigram_noise = 2.0f; /* drafts close to the target: accept, reject and bonus all run */
-    mtplx_model *m = tu_random_model(1, 0.05f);
-    tu_bigram_noise = -1.0f;
+    /* drafts close to the target: accept, reject and bonus all run */
+    mtplx_model *m = model_head_often_right();
     mtplx_ctx *c = NULL;
     mtplx_ctx_params cp = mtplx_ctx_default_params();
     cp.n_ctx = 64;
@@ -550,9 +559,7 @@ static void rejection_sampler_exact(void **state) {
  * gives exactly what it gives alone, greedy and sampled. */
 static void batched_step_many(void **state) {
     (void)state;
-    tu_bigram_noise = 2.0f; /* a head that is often right: all paths run */
-    mtplx_model *m = tu_random_model(1, 0.05f);
-    tu_bigram_noise = -1.0f;
+    mtplx_model *m = model_head_often_right(); /* all paths run */
     mtplx_ctx_params cp = mtplx_ctx_default_params();
     cp.n_ctx = 256;
     cp.n_threads = 2;
@@ -656,9 +663,7 @@ static void same_drafts_and_rows(mtplx_ctx *c, mtplx_ctx *f, int32_t x, const ch
  * drafts. A row taken over from a rejected draft would differ. */
 static void head_rows_taken_over(void **state) {
     (void)state;
-    tu_bigram_noise = 2.0f; /* a head that is often right: rows are taken over */
-    mtplx_model *m = tu_random_model(1, 0.05f);
-    tu_bigram_noise = -1.0f;
+    mtplx_model *m = model_head_often_right(); /* rows are taken over */
     mtplx_ctx_params cp = mtplx_ctx_default_params();
     cp.n_ctx = 256;
     cp.n_threads = 2;
@@ -717,9 +722,7 @@ static int prime_probe_cb(const mtplx_token_event *ev, void *user) {
 
 static void prime_same_output(void **state) {
     (void)state;
-    tu_bigram_noise = 2.0f; /* a head that is often right: drafts are kept */
-    mtplx_model *m = tu_random_model(1, 0.05f);
-    tu_bigram_noise = -1.0f;
+    mtplx_model *m = model_head_often_right(); /* drafts are kept */
     mtplx_ctx_params cp = mtplx_ctx_default_params();
     cp.n_ctx = 256;
     cp.n_batch = 16; /* prefill and the head's pass in chunks */
