@@ -34,6 +34,21 @@ static void help(void) {
            tune_store_path());
 }
 
+/* tune's tables: a row per measured configuration, its speed against the
+ * table's first row (the baseline) and its acceptance per draft position. */
+static void print_header(const char *first, const char *vs) {
+    printf("%-8s %9s %17s %9s %8s  %s\n", first, "tok/s", "range", "tok/fwd", vs,
+           "acceptance per position");
+}
+
+static void print_row(const char *name, const tune_cfg *x, double base) {
+    printf("%-8s %9.1f %8.1f..%-8.1f %9.2f %7.2fx ", name, x->median, x->lo, x->hi,
+           x->n_forward ? (double)x->n_gen / x->n_forward : 0.0, base > 0 ? x->median / base : 0.0);
+    for (int32_t q = 0; q < x->depth; q++)
+        printf("%s%.2f", q ? "/" : " ", x->drafted[q] ? (double)x->accepted[q] / x->drafted[q] : 0.0);
+    printf("\n");
+}
+
 /* The second phase: depth `depth` with the whole vocabulary and with the
  * prefixes of tune_vocab_candidates, interleaved. A prefix is kept when it
  * beats the whole vocabulary by more than 1% (the smaller cut within 1% of
@@ -58,19 +73,12 @@ static bool tune_vocab(mtplx_model *model, const tune_prompt *prompts, int n_pro
         return false;
     }
     double med[4];
-    printf("%-8s %9s %17s %9s %8s  %s\n", "vocab", "tok/s", "range", "tok/fwd", "vs all",
-           "acceptance per position");
+    print_header("vocab", "vs all");
     for (int32_t i = 0; i < n; i++) {
-        tune_cfg *x = &cfg[i];
-        med[i] = x->median;
+        med[i] = cfg[i].median;
         char name[16] = "all";
         if (i) snprintf(name, sizeof name, "%d", cand[i]);
-        printf("%-8s %9.1f %8.1f..%-8.1f %9.2f %7.2fx ", name, x->median, x->lo, x->hi,
-               x->n_forward ? (double)x->n_gen / x->n_forward : 0.0,
-               med[0] > 0 ? x->median / med[0] : 0.0);
-        for (int32_t q = 0; q < depth; q++)
-            printf("%s%.2f", q ? "/" : " ", x->drafted[q] ? (double)x->accepted[q] / x->drafted[q] : 0.0);
-        printf("\n");
+        print_row(name, &cfg[i], med[0]);
     }
     int32_t w = tune_decide(med, n - 1, 0.01, 0.01);
     if (w == 0) {
@@ -218,20 +226,13 @@ int cmd_tune(int argc, char **argv) {
         goto done;
     }
     double med[MTPLX_MAX_DRAFT + 1];
-    printf("%-8s %9s %17s %9s %8s  %s\n", "config", "tok/s", "range", "tok/fwd", "vs AR",
-           "acceptance per position");
+    print_header("config", "vs AR");
     for (int32_t d = 0; d <= plan.max_depth; d++) {
-        tune_cfg *x = &cfg[d];
-        med[d] = x->median;
+        med[d] = cfg[d].median;
         char name[24]; /* "depth " + any int32 */
         if (d) snprintf(name, sizeof name, "depth %d", d);
         else snprintf(name, sizeof name, "AR");
-        printf("%-8s %9.1f %8.1f..%-8.1f %9.2f %7.2fx ", name, x->median, x->lo, x->hi,
-               x->n_forward ? (double)x->n_gen / x->n_forward : 0.0,
-               cfg[0].median > 0 ? x->median / cfg[0].median : 0.0);
-        for (int32_t q = 0; q < d; q++)
-            printf("%s%.2f", q ? "/" : " ", x->drafted[q] ? (double)x->accepted[q] / x->drafted[q] : 0.0);
-        printf("\n");
+        print_row(name, &cfg[d], med[0]);
     }
     int32_t win = tune_decide(med, plan.max_depth, margin, 0.01);
     if (win == 0) {
