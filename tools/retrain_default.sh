@@ -11,7 +11,7 @@
 # j/golden.json and f/ (head-*.safetensors, golden-*.json); then tools/finetune_head.sh compare.
 #
 # Knobs (environment): DATA, WORK, JOINT_BUDGET / FT_BUDGET / FT_TRAIN (seconds), JOINT_ARGS
-# (extra train_default.py flags), FT_CONFIGS (finetune_head.py --configs).
+# (extra train_default.py flags; its defaults are the shipped recipe), FT_CONFIGS (finetune_head.py --configs).
 set -uo pipefail
 : "${OUT:?OUT must name the folder that comes back}"
 DATA="${DATA:-.carry/data}"
@@ -19,7 +19,7 @@ W="${WORK:-/tmp/retrain}"
 JOINT_BUDGET="${JOINT_BUDGET:-360}"
 FT_BUDGET="${FT_BUDGET:-200}"
 FT_TRAIN="${FT_TRAIN:-110}"
-JOINT_ARGS="${JOINT_ARGS:---mtp-weights 1,1,1 --mtp-distill 0.5}"
+JOINT_ARGS="${JOINT_ARGS:-}"
 FT_CONFIGS="${FT_CONFIGS:-kl=1,gen=0.8}"
 
 rm -rf "$W" && mkdir -p "$W/j" "$W/f"
