@@ -6,7 +6,7 @@
 #
 # Needs a build made by tools/cuda_test.sh (BUILD, default build-cuda-gpu/).
 # For each rep, each variant (environment settings joined by commas, "-" =
-# none) runs `mtplx run` on models/default.gguf, greedy, 256 tokens, AR and
+# none; BUILD=DIR: that build's mtplx) runs `mtplx run` on models/default.gguf, greedy, 256 tokens, AR and
 # MTP depth 1..3 (--no-adaptive); the table gives each cell's median tok/s
 # over the reps, and whether every variant's text equals the first's.
 set -uo pipefail
@@ -24,10 +24,14 @@ for r in $(seq 1 "$REPS"); do
     for v in $VARIANTS; do
         envs=()
         [ "$v" != - ] && IFS=, read -r -a envs <<<"$v"
+        bin="$MTPLX" # BUILD=DIR in a variant: that build's binary (another tree's, for before / after)
+        for i in "${!envs[@]}"; do
+            case "${envs[$i]}" in BUILD=*) bin="${envs[$i]#BUILD=}/mtplx"; unset "envs[$i]" ;; esac
+        done
         for c in $CONFIGS; do
             args=(--no-mtp)
             [ "$c" != ar ] && args=(--draft-depth "${c#mtp}" --no-adaptive)
-            (cd "$ROOT" && env "${envs[@]}" timeout 30 "$MTPLX" run -m "$ROOT/models/default.gguf" -p "$PROMPT" -n 256 --temp 0 \
+            (cd "$ROOT" && env "${envs[@]}" timeout 30 "$bin" run -m "$ROOT/models/default.gguf" -p "$PROMPT" -n 256 --temp 0 \
                 --ignore-eos --device cuda -c 1024 "${args[@]}") >"$SCRATCH/$vi.$c.$r.txt" 2>"$SCRATCH/$vi.$c.$r.err"
             grep -o 'gen [0-9]* tok [0-9.]* tok/s' "$SCRATCH/$vi.$c.$r.err" | tail -1 | awk '{print $4}' >"$SCRATCH/$vi.$c.$r.tps"
         done

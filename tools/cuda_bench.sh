@@ -16,7 +16,8 @@
 # VARIANTS="A B ...": run each model once per variant, a variant being
 # environment settings joined by commas ("-" = none), e.g.
 # VARIANTS="- MTPLX_CUDA_MMA=0" for the tensor-core GEMV against the f32 one
-# on the same file; each row names its variant. PREFILL / PREFILL_REPS
+# on the same file; each row names its variant. BUILD=DIR in a variant runs
+# DIR/bench/bench_models instead (another build, e.g. of the sources before a change). PREFILL / PREFILL_REPS
 # (default 512 / 3): the prefill measured after the steps (its column).
 set -uo pipefail
 . "$(dirname "$0")/cuda_env.sh" # ROOT, BUILD, the loader path to BUILD/deps
@@ -66,7 +67,11 @@ for s in $SIZES; do
         for v in $VARIANTS; do
             envs=()
             [ "$v" != - ] && IFS=, read -r -a envs <<<"$v"
-            j=$(env "${envs[@]}" timeout 240 "$BM" run "$M" --device cuda --graphs 1 --reps 15 --prefill "$PREFILL" --prefill-reps "$PREFILL_REPS" 2>"$SCRATCH/run.err")
+            bin="$BM" # BUILD=DIR in a variant: that build's binary (another tree's, for before / after)
+            for i in "${!envs[@]}"; do
+                case "${envs[$i]}" in BUILD=*) bin="${envs[$i]#BUILD=}/bench/bench_models"; unset "envs[$i]" ;; esac
+            done
+            j=$(env "${envs[@]}" timeout 240 "$bin" run "$M" --device cuda --graphs 1 --reps 15 --prefill "$PREFILL" --prefill-reps "$PREFILL_REPS" 2>"$SCRATCH/run.err")
             if [ -z "$j" ]; then
                 echo "$s $t $v: run failed: $(tail -2 "$SCRATCH/run.err" | tr '\n' ' ')" | tee -a "$TXT"
                 continue
