@@ -40,7 +40,10 @@ static void help(void) {
            "  --bf16                 store the head's matrices as BF16 (default F32)\n"
            "  --f32-lm-head          lm_head products in f32 (default: the model's own lm_head\n"
            "                         and a Q8_0 copy of its transpose, through the int8 kernels)\n"
-           "  --seed N               data order seed (default 1234)\n\n"
+           "  --seed N               data order seed (default 1234)\n"
+           "  --on-policy F          train this share of the steps (0..1, default 0) on the\n"
+           "                         trunk's own greedy text, which drafts are verified along\n"
+           "  --pool N               on-policy windows made before the first step (default 256)\n\n"
            "verify: acceptance per draft position, tokens per forward, AR vs MTP tok/s, and\n"
            "whether greedy MTP text equals greedy AR text.\n"
            "  --data FILE            prompts from this text (default: built-in prompts)\n"
@@ -287,7 +290,8 @@ static void train_progress(const mtplx_train_progress *p, void *user) {
 }
 
 static int do_train(int argc, char **argv) {
-    enum { O_DATA = 256, O_DEPTH, O_STEPS, O_SEQ, O_LR, O_RESUME, O_CKPT, O_BF16, O_SEED, O_F32LM };
+    enum { O_DATA = 256, O_DEPTH, O_STEPS, O_SEQ, O_LR, O_RESUME, O_CKPT, O_BF16, O_SEED, O_F32LM,
+           O_ONPOL, O_POOL };
     static const struct option opts[] = {{"data", required_argument, 0, O_DATA},
                                          {"output", required_argument, 0, 'o'},
                                          {"depth", required_argument, 0, O_DEPTH},
@@ -300,6 +304,8 @@ static int do_train(int argc, char **argv) {
                                          {"bf16", no_argument, 0, O_BF16},
                                          {"f32-lm-head", no_argument, 0, O_F32LM},
                                          {"seed", required_argument, 0, O_SEED},
+                                         {"on-policy", required_argument, 0, O_ONPOL},
+                                         {"pool", required_argument, 0, O_POOL},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     mtplx_train_params tp = mtplx_train_default_params();
@@ -341,6 +347,14 @@ static int do_train(int argc, char **argv) {
         case O_SEED:
             if (!cli_parse_int("forge", "--seed", optarg, 0, 1L << 62, &v)) return EXIT_USAGE;
             tp.seed = (uint64_t)v;
+            break;
+        case O_ONPOL:
+            if (!cli_parse_float("forge", "--on-policy", optarg, 0.0, 1.0, &f)) return EXIT_USAGE;
+            tp.on_policy = (float)f;
+            break;
+        case O_POOL:
+            if (!cli_parse_int("forge", "--pool", optarg, 1, 1000000, &v)) return EXIT_USAGE;
+            tp.pool_windows = (int32_t)v;
             break;
         case 'h': help(); return EXIT_OK;
         default: return cli_usage_error("forge", "train-mtp: unknown option");

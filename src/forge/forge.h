@@ -57,6 +57,13 @@ typedef struct mtplx_train_params {
     bool f32_lm_head;        /* lm_head products in f32 (default: the int8 kernels, ~4x faster) */
     uint64_t seed;
     int32_t eval_windows;    /* held-out windows for the before / after loss */
+    /* On-policy data: this share of the steps (0..1) trains on windows of
+     * the trunk's own greedy text (a quarter of a window of training text,
+     * then the trunk's greedy continuation), drawn from a pool of pool_windows
+     * made before the first step. Drafts are verified along such text, and
+     * it repeats far more than books do. 0 = training text only. */
+    float on_policy;
+    int32_t pool_windows;
     void (*progress)(const mtplx_train_progress *p, void *user);
     void *user;
 } mtplx_train_params;

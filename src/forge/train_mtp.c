@@ -50,7 +50,8 @@
 mtplx_train_params mtplx_train_default_params(void) {
     return (mtplx_train_params){.depth = 1, .steps = 200, .seq = 128, .lr = 1e-3f,
                                 .weight_decay = 0.1f, .clip = 1.0f, .warmup_frac = 0.05f,
-                                .seed = 1234, .eval_windows = 4};
+                                .seed = 1234, .eval_windows = 4, .on_policy = 0.f,
+                                .pool_windows = 256};
 }
 
 typedef struct trainer {
@@ -65,6 +66,8 @@ typedef struct trainer {
     float *wout, *woutT;   /* [V][E], [E][V] */
     int32_t *toks;
     size_t n_toks, n_train;/* training windows start below n_train - (S + K) */
+    int32_t *pool;         /* [n_pool][S+K] on-policy windows (p->on_policy), or NULL */
+    size_t n_pool;
     float *hid, *probs;    /* [S+K][E] trunk hidden, [S+K][V] trunk distributions */
     double *negent;        /* [S+K] sum p log p of each row of probs */
     int32_t *top;          /* [S+K] argmax of each row of probs */
@@ -408,6 +411,59 @@ static mtplx_status load_data(trainer *tr) {
     return MTPLX_OK;
 }
 
+typedef struct {
+    int32_t *out;
+    int32_t n, cap;
+} pool_fill;
+
+static int pool_take(const mtplx_token_event *ev, void *user) {
+    pool_fill *f = user;
+    if (ev->id >= 0 && f->n < f->cap) f->out[f->n++] = ev->id;
+    return 0;
+}
+
+/* p->on_policy's pool: each window is S+K tokens, the first quarter from the
+ * training text (a random start below n_train), the rest the trunk's greedy
+ * continuation of it. Deterministic for a seed, so --resume rebuilds it. */
+static mtplx_status build_pool(trainer *tr) {
+    const mtplx_train_params *p = tr->p;
+    size_t W = (size_t)(tr->S + tr->K), P = W / 4 > 0 ? W / 4 : 1;
+    tr->n_pool = (size_t)(p->pool_windows > 0 ? p->pool_windows : 1);
+    if (!(tr->pool = malloc(tr->n_pool * W * sizeof(int32_t))))
+        return mtplx_fail(MTPLX_ERR_NOMEM, "train-mtp: out of memory");
+    mtplx_ctx *ctx = NULL;
+    mtplx_ctx_params cp = mtplx_ctx_default_params();
+    cp.n_ctx = (int32_t)(W + 8);
+    cp.n_threads = p->n_threads;
+    MTPLX_TRY(mtplx_ctx_new(tr->m, &cp, &ctx));
+    mtplx_gen_params gp = mtplx_gen_default_params();
+    gp.sampling.temperature = 0.f;
+    gp.draft_depth = 0;
+    gp.ignore_eos = true;
+    gp.no_event_logits = true;
+    gp.max_tokens = (int32_t)(W - P);
+    uint64_t rng = (p->seed ? p->seed : 1) ^ 0x9E3779B97F4A7C15ull;
+    size_t span = tr->n_train > W ? tr->n_train - W : 1;
+    double t0 = mtplx_time_ms();
+    mtplx_log(MTPLX_LOG_INFO, "train-mtp: making %zu on-policy windows (%zu tokens of text, then %zu of "
+              "the trunk's greedy continuation)", tr->n_pool, P, W - P);
+    mtplx_status st = MTPLX_OK;
+    for (size_t i = 0; i < tr->n_pool && st == MTPLX_OK; i++) {
+        int32_t *win = tr->pool + i * W;
+        memcpy(win, tr->toks + next_rand(&rng) % span, P * sizeof(int32_t));
+        pool_fill f = {.out = win + P, .n = 0, .cap = (int32_t)(W - P)};
+        st = mtplx_ctx_truncate(ctx, 0);
+        if (st == MTPLX_OK) st = mtplx_generate(ctx, win, (int32_t)P, &gp, pool_take, &f, NULL);
+        if (st == MTPLX_OK && f.n < f.cap)
+            st = mtplx_fail(MTPLX_ERR_INTERNAL, "train-mtp: the trunk stopped after %d of %d tokens", f.n,
+                            f.cap);
+    }
+    mtplx_ctx_free(ctx);
+    if (st == MTPLX_OK)
+        mtplx_log(MTPLX_LOG_INFO, "train-mtp: on-policy pool made in %.1fs", (mtplx_time_ms() - t0) / 1e3);
+    return st;
+}
+
 static mtplx_status setup(trainer *tr, const char *model_path) {
     const mtplx_train_params *p = tr->p;
     mtplx_model_params mp = mtplx_model_default_params();
@@ -460,6 +516,7 @@ static mtplx_status setup(trainer *tr, const char *model_path) {
     cp.n_threads = p->n_threads;
     cp.kv_f32 = true;
     MTPLX_TRY(mtplx_ctx_new(tr->m, &cp, &tr->ctx));
+    if (p->on_policy > 0.f) MTPLX_TRY(build_pool(tr));
     tr->rng = p->seed ? p->seed : 88172645463325252ull;
     if (p->resume) {
         char opt[4200];
@@ -494,6 +551,7 @@ static void teardown(trainer *tr) {
     free(tr->woutT_q);
     free(tr->woutT_prep);
     free(tr->toks);
+    free(tr->pool);
     mtplx_model_free(tr->m);
 }
 
@@ -501,9 +559,10 @@ mtplx_status mtplx_forge_train_mtp(const char *model_path, const mtplx_train_par
                                    mtplx_train_result *res) {
     if (!model_path || !p || !p->data_path || !p->out_path)
         return mtplx_fail(MTPLX_ERR_ARG, "train-mtp: a model, --data and an output path are needed");
-    if (p->depth < 1 || p->depth > MTPLX_TRAIN_MAX_DEPTH || p->seq < 2 || p->steps < 0 || p->lr <= 0)
-        return mtplx_fail(MTPLX_ERR_ARG, "train-mtp: depth must be 1..%d, seq >= 2, steps >= 0, lr > 0",
-                          MTPLX_TRAIN_MAX_DEPTH);
+    if (p->depth < 1 || p->depth > MTPLX_TRAIN_MAX_DEPTH || p->seq < 2 || p->steps < 0 || p->lr <= 0 ||
+        !(p->on_policy >= 0.f && p->on_policy <= 1.f) || (p->on_policy > 0.f && p->pool_windows < 1))
+        return mtplx_fail(MTPLX_ERR_ARG, "train-mtp: depth must be 1..%d, seq >= 2, steps >= 0, lr > 0, "
+                          "on-policy share 0..1 with a pool of at least 1 window", MTPLX_TRAIN_MAX_DEPTH);
     trainer tr = {.p = p};
     mtplx_train_result r = {0};
     mtplx_status st = setup(&tr, model_path);
@@ -514,6 +573,9 @@ mtplx_status mtplx_forge_train_mtp(const char *model_path, const mtplx_train_par
     if (span < 1) span = 1;
     while (st == MTPLX_OK && tr.step < p->steps) {
         const int32_t *win = tr.toks + next_rand(&tr.rng) % (uint64_t)span;
+        /* (no draw at all without a pool: the text-only order is as before) */
+        if (tr.pool && ((next_rand(&tr.rng) >> 11) + 0.5) / 9007199254740992.0 < p->on_policy)
+            win = tr.pool + (size_t)(next_rand(&tr.rng) % tr.n_pool) * (size_t)(tr.S + K);
         double loss[MTPLX_TRAIN_MAX_DEPTH], agree[MTPLX_TRAIN_MAX_DEPTH], tot = 0;
         st = run_window(&tr, win, true, loss, agree);
         if (st != MTPLX_OK) break;
