@@ -227,15 +227,35 @@ static bool same_head(const char *a, const char *b) {
     return same;
 }
 
+/* The files of an interrupted and resumed run, in a fresh directory: an
+ * uninterrupted run (full), the run checkpointed (part, its checkpoint ck and
+ * optimizer state opt), the resumed run (res), and one more output (other). */
+typedef struct {
+    char dir[64], full[256], part[256], res[256], other[256], ck[300], opt[320];
+} run_files;
+
+static void run_files_make(run_files *f) {
+    snprintf(f->dir, sizeof f->dir, "/tmp/mtplx_forge_run_XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->full, sizeof f->full, "%s/full.gguf", f->dir);
+    snprintf(f->part, sizeof f->part, "%s/part.gguf", f->dir);
+    snprintf(f->res, sizeof f->res, "%s/resumed.gguf", f->dir);
+    snprintf(f->other, sizeof f->other, "%s/other.gguf", f->dir);
+    snprintf(f->ck, sizeof f->ck, "%s.ckpt.gguf", f->part);
+    snprintf(f->opt, sizeof f->opt, "%s.opt", f->ck);
+}
+
+static void run_files_remove(const run_files *f) {
+    const char *files[] = {f->full, f->part, f->res, f->other, f->ck, f->opt};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) unlink(files[i]);
+    rmdir(f->dir);
+}
+
 static void test_checkpoint_resume(void **state) {
     (void)state;
-    char dir[] = "/tmp/mtplx_forge_ckpt_XXXXXX", full[256], part[256], ck[300], opt[320], res[256];
-    assert_non_null(mkdtemp(dir));
-    snprintf(full, sizeof full, "%s/full.gguf", dir);
-    snprintf(part, sizeof part, "%s/part.gguf", dir);
-    snprintf(res, sizeof res, "%s/resumed.gguf", dir);
-    snprintf(ck, sizeof ck, "%s.ckpt.gguf", part);
-    snprintf(opt, sizeof opt, "%s.opt", ck);
+    run_files rf;
+    run_files_make(&rf);
+    const char *full = rf.full, *part = rf.part, *res = rf.res, *ck = rf.ck, *opt = rf.opt;
     mtplx_train_params p = tiny_params(full);
     p.depth = 1;
     p.steps = 40;
@@ -266,9 +286,7 @@ static void test_checkpoint_resume(void **state) {
     fwrite(&bad, sizeof bad, 1, f);
     fclose(f);
     assert_int_equal(mtplx_forge_train_mtp(FIXTURE, &p, NULL), MTPLX_ERR_FORMAT);
-    const char *files[] = {full, part, res, ck, opt};
-    for (size_t i = 0; i < 5; i++) unlink(files[i]);
-    rmdir(dir);
+    run_files_remove(&rf);
 }
 
 /* --on-policy: part of the steps on the trunk's own greedy text. The loss
@@ -277,15 +295,9 @@ static void test_checkpoint_resume(void **state) {
  * outside 0..1 is refused. */
 static void test_on_policy(void **state) {
     (void)state;
-    char dir[] = "/tmp/mtplx_forge_onpol_XXXXXX", full[256], plain[256], part[256], ck[300],
-         opt[320], res[256];
-    assert_non_null(mkdtemp(dir));
-    snprintf(full, sizeof full, "%s/full.gguf", dir);
-    snprintf(plain, sizeof plain, "%s/plain.gguf", dir);
-    snprintf(part, sizeof part, "%s/part.gguf", dir);
-    snprintf(res, sizeof res, "%s/resumed.gguf", dir);
-    snprintf(ck, sizeof ck, "%s.ckpt.gguf", part);
-    snprintf(opt, sizeof opt, "%s.opt", ck);
+    run_files rf;
+    run_files_make(&rf);
+    const char *full = rf.full, *plain = rf.other, *part = rf.part, *res = rf.res;
     mtplx_train_params p = tiny_params(full);
     p.depth = 1;
     p.steps = 40;
@@ -308,15 +320,13 @@ static void test_on_policy(void **state) {
     assert_true(same_head(full, part));
     p.checkpoint_every = 0;
     p.out_path = res;
-    p.resume = ck;
+    p.resume = rf.ck;
     assert_int_equal(mtplx_forge_train_mtp(FIXTURE, &p, NULL), MTPLX_OK);
     assert_true(same_head(full, res));
     p.resume = NULL;
     p.on_policy = 1.5f;
     assert_int_equal(mtplx_forge_train_mtp(FIXTURE, &p, NULL), MTPLX_ERR_ARG);
-    const char *files[] = {full, plain, part, res, ck, opt};
-    for (size_t i = 0; i < 6; i++) unlink(files[i]);
-    rmdir(dir);
+    run_files_remove(&rf);
 }
 
 int main(void) {
