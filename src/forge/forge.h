@@ -40,6 +40,10 @@ typedef struct mtplx_train_progress {
     double tok_s;                           /* training tokens (windows x rows) per second */
     double elapsed_s, eta_s;
     bool checkpoint;                        /* a checkpoint was just written */
+    /* Before the first step, while the on-policy pool is made: step / steps
+     * count its windows, tok_s is the trunk's generation speed, and loss and
+     * agree are unset. */
+    bool pool;
 } mtplx_train_progress;
 
 typedef struct mtplx_train_params {

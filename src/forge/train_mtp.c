@@ -457,6 +457,14 @@ static mtplx_status build_pool(trainer *tr) {
         if (st == MTPLX_OK && f.n < f.cap)
             st = mtplx_fail(MTPLX_ERR_INTERNAL, "train-mtp: the trunk stopped after %d of %d tokens", f.n,
                             f.cap);
+        if (st == MTPLX_OK && p->progress) {
+            double el = (mtplx_time_ms() - t0) / 1e3;
+            mtplx_train_progress pr = {.step = (int64_t)i + 1, .steps = (int64_t)tr->n_pool,
+                                       .tok_s = (double)(i + 1) * (double)(W - P) / (el > 0 ? el : 1e-9),
+                                       .elapsed_s = el, .pool = true};
+            pr.eta_s = el / (double)(i + 1) * (double)(tr->n_pool - i - 1);
+            p->progress(&pr, p->user);
+        }
     }
     mtplx_ctx_free(ctx);
     if (st == MTPLX_OK)
