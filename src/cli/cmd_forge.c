@@ -281,16 +281,13 @@ static void train_progress(const mtplx_train_progress *p, void *user) {
     if (!progress_line_due(&last_line, p->step == p->steps || p->checkpoint)) return;
     int w = 24, fill = (int)(w * p->step / (p->steps ? p->steps : 1));
     fputs(stderr_tty() ? "\r" : "", stderr);
+    fprintf(stderr, "[%.*s%*s] ", fill, "########################", w - fill, "");
     if (p->pool) { /* the on-policy windows, before the first step */
-        fprintf(stderr, "[%.*s%*s] on-policy pool %lld/%lld windows  %.0f tok/s  %.0fs  ETA %.0fs   ",
-                fill, "########################", w - fill, "", (long long)p->step,
-                (long long)p->steps, p->tok_s, p->elapsed_s, p->eta_s);
-        if (p->step == p->steps || !stderr_tty()) fputc('\n', stderr);
-        return;
+        fprintf(stderr, "on-policy pool %lld/%lld windows", (long long)p->step, (long long)p->steps);
+    } else {
+        fprintf(stderr, "%lld/%lld  loss %.3f  agree", (long long)p->step, (long long)p->steps, p->loss);
+        for (int d = 0; d < *depth; d++) fprintf(stderr, " %.2f", p->agree[d]);
     }
-    fprintf(stderr, "[%.*s%*s] %lld/%lld  loss %.3f  agree", fill, "########################",
-            w - fill, "", (long long)p->step, (long long)p->steps, p->loss);
-    for (int d = 0; d < *depth; d++) fprintf(stderr, " %.2f", p->agree[d]);
     fprintf(stderr, "  %.0f tok/s  %.0fs  ETA %.0fs%s   ", p->tok_s, p->elapsed_s, p->eta_s,
             p->checkpoint ? "  (checkpoint)" : "");
     if (p->step == p->steps || !stderr_tty()) fputc('\n', stderr);

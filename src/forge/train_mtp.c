@@ -428,7 +428,7 @@ static int pool_take(const mtplx_token_event *ev, void *user) {
 static mtplx_status build_pool(trainer *tr) {
     const mtplx_train_params *p = tr->p;
     size_t W = (size_t)(tr->S + tr->K), P = W / 4 > 0 ? W / 4 : 1;
-    tr->n_pool = (size_t)(p->pool_windows > 0 ? p->pool_windows : 1);
+    tr->n_pool = (size_t)p->pool_windows; /* >= 1: mtplx_forge_train_mtp checked it */
     if (!(tr->pool = malloc(tr->n_pool * W * sizeof(int32_t))))
         return mtplx_fail(MTPLX_ERR_NOMEM, "train-mtp: out of memory");
     mtplx_ctx *ctx = NULL;
