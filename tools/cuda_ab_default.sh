@@ -22,12 +22,7 @@ CONFIGS="ar mtp1 mtp2 mtp3"
 for r in $(seq 1 "$REPS"); do
     vi=0
     for v in $VARIANTS; do
-        envs=()
-        [ "$v" != - ] && IFS=, read -r -a envs <<<"$v"
-        bin="$MTPLX" # BUILD=DIR in a variant: that build's binary (another tree's, for before / after)
-        for i in "${!envs[@]}"; do
-            case "${envs[$i]}" in BUILD=*) bin="${envs[$i]#BUILD=}/mtplx"; unset "envs[$i]" ;; esac
-        done
+        variant_args "$v" "$MTPLX" mtplx # envs, bin (cuda_env.sh)
         for c in $CONFIGS; do
             args=(--no-mtp)
             [ "$c" != ar ] && args=(--draft-depth "${c#mtp}" --no-adaptive)

@@ -65,12 +65,7 @@ for s in $SIZES; do
         fi
         M="$SCRATCH/qwen3-$s-$t.gguf"
         for v in $VARIANTS; do
-            envs=()
-            [ "$v" != - ] && IFS=, read -r -a envs <<<"$v"
-            bin="$BM" # BUILD=DIR in a variant: that build's binary (another tree's, for before / after)
-            for i in "${!envs[@]}"; do
-                case "${envs[$i]}" in BUILD=*) bin="${envs[$i]#BUILD=}/bench/bench_models"; unset "envs[$i]" ;; esac
-            done
+            variant_args "$v" "$BM" bench/bench_models # envs, bin (cuda_env.sh)
             j=$(env "${envs[@]}" timeout 240 "$bin" run "$M" --device cuda --graphs 1 --reps 15 --prefill "$PREFILL" --prefill-reps "$PREFILL_REPS" 2>"$SCRATCH/run.err")
             if [ -z "$j" ]; then
                 echo "$s $t $v: run failed: $(tail -2 "$SCRATCH/run.err" | tr '\n' ' ')" | tee -a "$TXT"

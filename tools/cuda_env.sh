@@ -8,3 +8,17 @@ BUILD="${BUILD:-$ROOT/build-cuda-gpu}"
 if [ -d "$BUILD/deps" ]; then
     export LD_LIBRARY_PATH="$BUILD/deps/usr/lib/x86_64-linux-gnu:$BUILD/deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
+
+# variant_args V BIN REL: for a variant V of the VARIANTS lists (environment
+# settings joined by commas, "-" = none) set the array envs to its settings and
+# bin to the binary to run: BIN, or DIR/REL for a setting BUILD=DIR (another
+# build's binary, for before / after comparisons in one run).
+variant_args() {
+    envs=()
+    [ "$1" != - ] && IFS=, read -r -a envs <<<"$1"
+    bin="$2"
+    local i
+    for i in "${!envs[@]}"; do
+        case "${envs[$i]}" in BUILD=*) bin="${envs[$i]#BUILD=}/$3"; unset "envs[$i]" ;; esac
+    done
+}
