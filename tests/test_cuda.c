@@ -425,10 +425,16 @@ static void test_fused_case(int type, int64_t k, int64_t n) {
     float *ha = from_dev(h2, (size_t)(n * ms[0])), *hb = from_dev(yb[0], (size_t)(n * ms[0]));
     en = fmax(en, rel_err(ha, hb, n * ms[0], 1e-3));
     free(ha), free(hb);
-    report(took && en <= 1e-5,
-           "matmul_multi / _swiglu %-4s k=%-5lld n=%-2lld with the rmsnorm fused == rmsnorm, then "
-           "the op  %.2e (tol 1e-5)%s",
-           tn, (long long)k, (long long)n, en, took ? "" : " (not taken)");
+    /* tiled BF16 (paths.tile) takes no fused norm: the backend declines */
+    mtplx_cuda_paths cp = mtplx_cuda_get_paths(gpu);
+    if (type == MTPLX_TYPE_BF16 && cp.mma && cp.tile && k % 32 == 0)
+        report(!took, "matmul_multi / _swiglu %-4s k=%-5lld n=%-2lld with a fused rmsnorm: declined "
+                      "for tiled BF16%s", tn, (long long)k, (long long)n, took ? " (taken)" : "");
+    else
+        report(took && en <= 1e-5,
+               "matmul_multi / _swiglu %-4s k=%-5lld n=%-2lld with the rmsnorm fused == rmsnorm, then "
+               "the op  %.2e (tol 1e-5)%s",
+               tn, (long long)k, (long long)n, en, took ? "" : " (not taken)");
     gpu->buf_free(gpu, xn);
     free(nw);
     /* residual: y starts equal in both */
@@ -495,6 +501,91 @@ static void test_fused(void) {
         test_qk_prep_case(MTPLX_TYPE_F16, norms);
         test_qk_prep_case(MTPLX_TYPE_F32, norms);
     }
+}
+
+/* BF16 weights tiled for the tensor-core GEMV (paths.tile, on by default)
+ * against the row-major layout: the same bits for every mode at 1, 4 and 16
+ * rows (matmul + bias, QKV, gate/up + SwiGLU, add) and for the prefill
+ * GEMM (40 rows), m not a multiple of a 16-row tile; 20 rows (the GEMV 16
+ * at a time when tiled, the f32 GEMM when not): every row equal to it
+ * computed alone, and within TOL_MM_EXACT of the row-major result; then
+ * get_row of the tiled weight (read from the GGUF copy) exact. */
+static void test_tiled(void) {
+    mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu);
+    if (!saved.mma) return;
+    static const int64_t ks[] = {416, 4096};
+    static const int64_t ns[] = {1, 4, 16, 20, 40};
+    for (size_t ki = 0; ki < 2; ki++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
+            int64_t k = ks[ki], n = ns[ni], ms[3] = {301, 37, 64};
+            int64_t tot = n * (2 * ms[0] + ms[0] + ms[1] + ms[2] + ms[1]);
+            uint8_t *W[4];
+            mtplx_weight w[4];
+            for (int j = 0; j < 4; j++) {
+                W[j] = rand_weight(MTPLX_TYPE_BF16, ms[j < 3 ? j : 0], k);
+                w[j] = (mtplx_weight){.type = MTPLX_TYPE_BF16, .m = ms[j < 3 ? j : 0], .k = k, .data = W[j]};
+            }
+            const mtplx_weight *wp[3] = {&w[0], &w[1], &w[2]};
+            float *x = rand_vec(n * k, 1.0f), *bias = rand_vec(ms[0], 1.0f), *y0 = rand_vec(n * ms[1], 1.0f);
+            const float *bs[3] = {bias, NULL, NULL};
+            float *xd = to_dev(x, (size_t)(n * k) * sizeof(float));
+            float *yd = gpu->buf_alloc(gpu, (size_t)tot * sizeof(float)), *got[2];
+            bool fused = n <= 16, took = true; /* the GEMV's rows */
+            for (int tile = 0; tile < 2; tile++) {
+                mtplx_cuda_paths p = saved;
+                p.mma = true, p.tile = tile;
+                mtplx_cuda_set_paths(gpu, p);
+                float *y = yd, *qkv[3] = {yd + n * ms[0]};
+                qkv[1] = qkv[0] + n * ms[0], qkv[2] = qkv[1] + n * ms[1];
+                float *h = qkv[2] + n * ms[2], *ya = h + n * ms[0];
+                gpu->matmul(gpu, &w[0], bias, xd, n, y);
+                if (fused) {
+                    took = took && gpu->matmul_multi(gpu, 3, wp, bs, xd, NULL, 0.f, n, qkv);
+                    took = took && gpu->matmul_swiglu(gpu, &w[0], &w[3], xd, NULL, 0.f, n, h);
+                    gpu->upload(gpu, ya, y0, (size_t)(n * ms[1]) * sizeof(float));
+                    took = took && gpu->matmul_add(gpu, &w[1], xd, n, ya);
+                }
+                got[tile] = from_dev(yd, (size_t)(fused ? tot : n * ms[0]));
+            }
+            if (n != 20) {
+                report(took && memcmp(got[0], got[1], (size_t)(fused ? tot : n * ms[0]) * sizeof(float)) == 0,
+                       "BF16 k=%-4lld n=%-2lld tiled (MTPLX_CUDA_TILE) == row-major, bit for bit: %s%s", (long long)k,
+                       (long long)n, fused ? "matmul + bias, QKV, SwiGLU, add" : "matmul + bias (prefill GEMM)",
+                       took ? "" : " (a fused op not taken)");
+            } else {
+                /* tiled (the current paths): each row alone */
+                float *yr = gpu->buf_alloc(gpu, (size_t)ms[0] * sizeof(float));
+                bool rows = true;
+                for (int64_t i = 0; i < n; i++) {
+                    gpu->matmul(gpu, &w[0], bias, xd + i * k, 1, yr);
+                    float *r = from_dev(yr, (size_t)ms[0]);
+                    rows = rows && memcmp(r, got[1] + i * ms[0], (size_t)ms[0] * sizeof(float)) == 0;
+                    free(r);
+                }
+                gpu->buf_free(gpu, yr);
+                double e = rel_err(got[1], got[0], n * ms[0], 1e-3);
+                report(rows && e <= TOL_MM_EXACT,
+                       "BF16 k=%-4lld n=%-2lld tiled: the GEMV 16 rows at a time, every row == it alone%s; "
+                       "vs row-major's f32 GEMM %.2e (tol %.0e)",
+                       (long long)k, (long long)n, rows ? "" : " (NOT)", e, TOL_MM_EXACT);
+            }
+            if (n == 1) { /* get_row of a tiled weight */
+                float *rd = gpu->buf_alloc(gpu, (size_t)k * sizeof(float)), *want = malloc((size_t)k * sizeof(float));
+                mtplx_dequantize_row(MTPLX_TYPE_BF16, W[0] + 2 * k * 300, want, k);
+                gpu->get_row(gpu, &w[0], 300, rd);
+                float *row = from_dev(rd, (size_t)k);
+                report(memcmp(row, want, (size_t)k * sizeof(float)) == 0, "BF16 k=%-4lld get_row of a tiled weight, exact",
+                       (long long)k);
+                gpu->buf_free(gpu, rd);
+                free(row), free(want);
+            }
+            mtplx_cuda_set_paths(gpu, saved);
+            gpu->buf_free(gpu, xd), gpu->buf_free(gpu, yd);
+            mtplx_cuda_forget_params(gpu);
+            for (int j = 0; j < 4; j++)
+                free(W[j]);
+            free(x), free(bias), free(y0), free(got[0]), free(got[1]);
+        }
 }
 
 /* The tensor-core GEMVs launched as programmatic dependents (paths.pdl, on
@@ -1376,6 +1467,7 @@ int main(void) {
         test_matmul_tc_unaligned(MTPLX_TYPE_Q4_K);
         test_fused();
         test_i8_pdl();
+        test_tiled();
         test_small_ops();
         test_attention();
         test_argmax();
@@ -1394,6 +1486,13 @@ int main(void) {
         test_graphs(MTPLX_SOURCE_DIR "/models/default.gguf", true);
         test_sampled_gen(MTPLX_SOURCE_DIR "/models/default.gguf");
         test_fit(MTPLX_SOURCE_DIR "/models/default.gguf");
+        /* a BF16 model (tools/cuda_test.sh converts the built-in one): its
+         * GEMV weights tiled, logits against the CPU, greedy MTP == AR */
+        const char *bf16 = getenv("MTPLX_CUDA_TEST_BF16_MODEL");
+        if (bf16 && *bf16) {
+            test_model(bf16, 3e-2, true, false, false);
+            test_graphs(bf16, false);
+        }
     }
     printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;

@@ -7,12 +7,15 @@
  *
  *   nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude -Isrc tools/cuda_mmv_bench.cu \
  *        src/cuda/mmv.cu src/cuda/mmv_tc.cu src/cuda/mmv_i8.cu -o cuda_mmv_bench
- *   ./cuda_mmv_bench [layers]       (default 36; weights random bytes)
+ *   ./cuda_mmv_bench [layers [type]]  (default 36 layers, every type; type: Q8_0, Q4_K or BF16)
  *
  * Per type and path: one CUDA graph of `layers` x {QKV (3 weights, one
  * launch), O (+= residual), gate/up + SwiGLU, down (+= residual)}, as
  * backend_cuda.c issues them, replayed 20 times; the median's GB/s counts
- * the weights' bytes once. Then each matmul kind alone at n = 1. */
+ * the weights' bytes once. Then each matmul kind alone at n = 1. BF16 runs
+ * row-major and tiled (mtplx_cuda_tile_bf16's layout; the random bytes are
+ * simply read as tiles). MTPLX_CUDA_TC_U=big: more k steps in flight for
+ * tiled BF16. */
 #define _Noreturn [[noreturn]] /* core.h is C11; this file is C++ */
 extern "C" {
 #include "kernels/kernels.h"
@@ -73,12 +76,13 @@ enum { D = 4096, DKV = 1024, FF = 12288 };
 
 /* which of the layer's matmuls to issue: bit 0 QKV, 1 O, 2 gate/up, 3 down */
 static void issue(cudaStream_t st, int type, const std::vector<layer> &L, int what, bool mma,
-                  void *xq, bool pdl, const float *x, float *y, float *yff, int64_t n) {
+                  void *xq, bool pdl, bool tiled, const float *x, float *y, float *yff, int64_t n) {
     /* a job of nseg weights in mode, the settings of this variant */
     auto job = [&](int nseg, int mode) {
         mtplx_cuda_mmv_job j;
         memset(&j, 0, sizeof j);
         j.nseg = nseg, j.mode = mode, j.mma = mma, j.mma_q4k = !xq, j.xq = xq, j.pdl = pdl;
+        j.tiled = tiled;
         return j;
     };
     for (const layer &l : L) {
@@ -183,6 +187,7 @@ int main(int argc, char **argv) {
     const char *tname[] = {"Q8_0", "Q4_K", "BF16"};
     for (int ti = 0; ti < 3; ti++) {
         int type = types[ti];
+        if (argc > 2 && strcmp(argv[2], tname[ti]) != 0) continue;
         std::vector<layer> L(nl);
         uint32_t seed = 1;
         size_t bytes = 0;
@@ -201,18 +206,22 @@ int main(int argc, char **argv) {
             const char *name;
             bool mma;
             void *xq;
-            bool pdl;
-        } paths[] = {{"f32", false, NULL, false},
-                     {"tc bf16", true, NULL, false},
-                     {"i8", true, xq, false},
-                     {"i8 pdl", true, xq, true}};
+            bool pdl, tiled;
+        } paths[] = {{"f32", false, NULL, false, false},
+                     {"tc bf16", true, NULL, false, false},
+                     {"tc pdl", true, NULL, true, false},
+                     {"tiled", true, NULL, false, true},
+                     {"tiled pdl", true, NULL, true, true},
+                     {"i8", true, xq, false, false},
+                     {"i8 pdl", true, xq, true, false}};
         for (const path &p : paths) {
             if (type == MTPLX_TYPE_BF16 && p.xq) continue;
+            if (type != MTPLX_TYPE_BF16 && p.tiled) continue;
             double t1 = 0;
             printf("  %-8s", p.name);
             for (int64_t n : {1, 2, 4, 8, 16}) {
                 double ms = time_captured(
-                    st, [&] { issue(st, type, L, 15, p.mma, p.xq, p.pdl, x, y, yff, n); });
+                    st, [&] { issue(st, type, L, 15, p.mma, p.xq, p.pdl, p.tiled, x, y, yff, n); });
                 if (n == 1) {
                     t1 = ms;
                     printf(" n=1 %.3f ms %5.0f GB/s |", ms, bytes / ms / 1e6);
@@ -226,7 +235,7 @@ int main(int argc, char **argv) {
             double tot = 6144.0 * D + D * D + 2.0 * FF * D + D * FF;
             for (int w = 0; w < 4; w++) {
                 double ms = time_captured(
-                    st, [&] { issue(st, type, L, 1 << w, p.mma, p.xq, p.pdl, x, y, yff, 1); });
+                    st, [&] { issue(st, type, L, 1 << w, p.mma, p.xq, p.pdl, p.tiled, x, y, yff, 1); });
                 printf("  %s %.0f GB/s (%.1f us)", kn[w], bytes * share[w] / tot / ms / 1e6,
                        ms * 1e3 / nl);
             }

@@ -17,7 +17,8 @@
 #    loader are pointed there. Nothing is installed into /.
 # 2. cmake with -DMTPLX_CUDA=ON (sm_90 + compute_90 PTX), build test_cuda and mtplx.
 # 3. test_cuda: every CUDA op vs the CPU, whole-model logits vs the CPU,
-#    greedy MTP == AR on the GPU. Then the op checks under compute-sanitizer
+#    greedy MTP == AR on the GPU (the built-in model, and a BF16 copy of it
+#    made with forge convert). Then the op checks under compute-sanitizer
 #    (memcheck), when it is there (MTPLX_CUDA_TEST_NO_MEMCHECK=1 skips it).
 #    MTPLX_CUDA_TEST_BUILD_ONLY=1 stops after step 2 (a build for a profiler run).
 # 4. mtplx run --device cuda on models/default.gguf, greedy, 256 tokens: AR and
@@ -140,7 +141,12 @@ MTPLX="$BUILD/mtplx"
 
 # ---- 3. test_cuda ----
 T0=$(date +%s)
-(cd "$ROOT" && timeout 120 "$TEST") >"$LOGDIR/test_cuda.out" 2>&1
+# a BF16 copy of the built-in model, for test_cuda's whole-model checks of the
+# tiled BF16 GEMV (MTPLX_CUDA_TEST_BF16_MODEL)
+BF16_MODEL="$SCRATCH/default-bf16.gguf"
+"$MTPLX" forge convert "$ROOT/models/default.gguf" -t bf16 --quantize-mtp -o "$BF16_MODEL" >>"$LOG" 2>&1 ||
+    BF16_MODEL=""
+(cd "$ROOT" && MTPLX_CUDA_TEST_BF16_MODEL="$BF16_MODEL" timeout 120 "$TEST") >"$LOGDIR/test_cuda.out" 2>&1
 rc=$?
 cat "$LOGDIR/test_cuda.out" >>"$LOG"
 line="$(grep 'test_cuda:' "$LOGDIR/test_cuda.out" | tail -1)"

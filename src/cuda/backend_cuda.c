@@ -153,7 +153,7 @@ typedef struct {
     cudaStream_t stream;
     cudaStream_t side; /* uploads that must not land in a capture */
     param_map params;  /* weights as the host has them */
-    param_map packed;  /* Q8_0 weights in the mmv layout (a tied embedding has both) */
+    param_map packed;  /* Q8_0 weights in the mmv layout, BF16 tiled (a tied embedding has both) */
     size_t param_bytes; /* bytes uploaded so far */
     /* the small-n GEMV (mmv.cu) for n <= 16 rows, and the fused ops built on
      * it; off: kernels.cu's mm_kernel and the plain ops (MTPLX_CUDA_MMV=0,
@@ -302,26 +302,41 @@ static bool takes_i8(const cuda_backend *c, int type, int64_t k) {
     return c->paths.mma && mtplx_cuda_mmv_i8_ok(type, k, &j);
 }
 
+/* Whether a BF16 weight's GEMV jobs go to mmv_tc.cu with the current paths
+ * and read it tiled (paths.tile; mtplx_cuda_tile_bf16: 512 contiguous bytes
+ * a load). Such a weight takes no fused rmsnorm (norm_ok), which only
+ * mmv.cu's f32 GEMV would do for BF16, on rows. */
+static bool tiles_bf16(const cuda_backend *c, const mtplx_weight *w) {
+    mtplx_cuda_mmv_job j = {.mma = true, .tiled = true};
+    return c->paths.tile && c->mmv && c->paths.mma && w->type == MTPLX_TYPE_BF16 &&
+           mtplx_cuda_mmv_tc_ok(w->type, w->k, &j);
+}
+
 /* A weight as the mmv kernel reads it: Q8_0 repacked on the GPU (the GGUF
  * bytes go up to a scratch buffer, which is freed once repacked; in the
- * layout of the kernel the current paths send it to), the other types as
- * they are. */
+ * layout of the kernel the current paths send it to), BF16 tiled where
+ * tiles_bf16 says so (the same way), the other types as they are. The
+ * prefill GEMM and get_rows read the GGUF layout (param): a weight that
+ * both use is on the GPU twice. */
 static const void *mmv_weight(cuda_backend *c, const mtplx_weight *w) {
-    if (w->type != MTPLX_TYPE_Q8_0) return param(c, w->data, weight_bytes(w));
-    size_t bytes = mtplx_cuda_q8_0_packed_row(w->k) * (size_t)w->m;
+    bool tiled = tiles_bf16(c, w);
+    if (w->type != MTPLX_TYPE_Q8_0 && !tiled) return param(c, w->data, weight_bytes(w));
+    size_t bytes = tiled ? mtplx_cuda_bf16_tiled_bytes(w->m, w->k)
+                         : mtplx_cuda_q8_0_packed_row(w->k) * (size_t)w->m;
     void *dev = map_get(&c->packed, w->data, bytes);
     if (dev) return dev;
     cudaStream_t on;
     void *raw = upload_new(c, w->data, weight_bytes(w), &on);
     if (cudaMalloc(&dev, bytes) != cudaSuccess) {
-        mtplx_log(MTPLX_LOG_ERROR, "cuda: out of GPU memory repacking %.1f MB of Q8_0 weights",
-                  (double)bytes / 1e6);
+        mtplx_log(MTPLX_LOG_ERROR, "cuda: out of GPU memory repacking %.1f MB of %s weights",
+                  (double)bytes / 1e6, tiled ? "BF16" : "Q8_0");
         CK(cudaErrorMemoryAllocation, "cudaMalloc (weights)");
     }
-    CK(takes_i8(c, w->type, w->k) ? mtplx_cuda_repack_q8_0_i8(on, raw, dev, w->m, w->k)
-                      : mtplx_cuda_repack_q8_0(on, raw, dev, w->m, w->k),
-       "Q8_0 repack");
-    CK(cudaStreamSynchronize(on), "Q8_0 repack (synchronize)");
+    CK(tiled                         ? mtplx_cuda_tile_bf16(on, raw, dev, w->m, w->k)
+       : takes_i8(c, w->type, w->k) ? mtplx_cuda_repack_q8_0_i8(on, raw, dev, w->m, w->k)
+                                     : mtplx_cuda_repack_q8_0(on, raw, dev, w->m, w->k),
+       "weight repack");
+    CK(cudaStreamSynchronize(on), "weight repack (synchronize)");
     CK(cudaFree(raw), "cudaFree (repack scratch)");
     c->param_bytes += bytes;
     map_put(&c->packed, w->data, dev, bytes);
@@ -348,7 +363,7 @@ static mtplx_cuda_mmv_job mmv_job1(cuda_backend *c, int mode, const mtplx_weight
                                 .y = {y},
                                 .m = {w->m},
                                 .mma = c->paths.mma, .mma_q4k = c->paths.mma_q4k,
-                                .xq = c->xq};
+                                .xq = c->xq, .tiled = tiles_bf16(c, w)};
 }
 
 /* Tensor cores for a prefill's many rows (header comment); the GEMV for the
@@ -374,11 +389,30 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
         launched(c);
         return;
     }
-    const void *W = param(c, w->data, weight_bytes(w));
     const float *b = param(c, bias, (size_t)w->m * sizeof(float));
     size_t rb = mtplx_row_size(w->type, w->k);
+    if (tiles_bf16(c, w) && mtplx_cuda_mmv_ok(w->type, w->k, x, 1)) {
+        /* the GEMV's tiled copy is the only one: the prefill GEMM reads it
+         * too, and rows the GEMM does not take go through the GEMV 16 at a
+         * time, so that no row-major copy is uploaded beside it */
+        const void *W = mmv_weight(c, w);
+        if (use_tc(c, w, W, rb, n)) {
+            CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rb, true, w->m, w->k, x, n, y, b,
+                                    c->paths.tc_split ? &c->split : NULL),
+               "matmul (tensor cores, tiled)");
+            return;
+        }
+        for (int64_t i = 0; i < n; i += MTPLX_CUDA_MMV_ROWS) {
+            mtplx_cuda_mmv_job j = mmv_job1(c, MTPLX_MMV_STORE, w, bias, y + i * w->m);
+            int64_t r = n - i < MTPLX_CUDA_MMV_ROWS ? n - i : MTPLX_CUDA_MMV_ROWS;
+            CK(mtplx_cuda_mmv(c->stream, w->type, &j, w->k, x + i * w->k, r), "matmul (mmv, tiled)");
+        }
+        launched(c);
+        return;
+    }
+    const void *W = param(c, w->data, weight_bytes(w));
     if (use_tc(c, w, W, rb, n))
-        CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rb, w->m, w->k, x, n, y, b,
+        CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rb, false, w->m, w->k, x, n, y, b,
                                 c->paths.tc_split ? &c->split : NULL),
            "matmul (tensor cores)");
     else
@@ -399,9 +433,9 @@ static bool same_kind(const mtplx_weight *a, const mtplx_weight *b) {
  * only where w goes to mmv_i8.cu, whose x kernel applies it for free (the
  * f32 GEMV's fused norm made n = 4 worse, and mmv_tc.cu does not take one:
  * BF16 and Q8_0 would leave the tensor cores); MTPLX_CUDA_FUSE_NORM=1
- * everywhere, =0 nowhere. */
+ * everywhere but tiled BF16 (tiles_bf16), =0 nowhere. */
 static bool norm_ok(const cuda_backend *c, const float *norm, const mtplx_weight *w) {
-    return !norm || c->fuse_norm == FUSE_NORM_ALL ||
+    return !norm || (c->fuse_norm == FUSE_NORM_ALL && !tiles_bf16(c, w)) ||
            (c->fuse_norm == FUSE_NORM_I8 && takes_i8(c, w->type, w->k));
 }
 
@@ -419,7 +453,7 @@ static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const
     for (int i = 1; i < nw; i++)
         if (!same_kind(w[i], w[0])) return false;
     mtplx_cuda_mmv_job j = {.nseg = nw, .mode = MTPLX_MMV_STORE, .mma = c->paths.mma,
-                            .mma_q4k = c->paths.mma_q4k, .xq = c->xq};
+                            .mma_q4k = c->paths.mma_q4k, .xq = c->xq, .tiled = tiles_bf16(c, w[0])};
     for (int i = 0; i < nw; i++) {
         j.w[i] = mmv_weight(c, w[i]);
         j.bias[i] = param(c, bias[i], (size_t)w[i]->m * sizeof(float));
@@ -733,18 +767,25 @@ mtplx_cuda_paths mtplx_cuda_get_paths(const mtplx_backend *be) {
 
 void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p) {
     cuda_backend *c = (cuda_backend *)be;
-    bool repack = c->xq && (c->paths.mma != p.mma || c->paths.mma_q4k != p.mma_q4k);
+    /* Q8_0's packing follows the kernel (takes_i8), BF16's tiling the mma path */
+    bool repack = c->packed.cap &&
+                  (c->paths.mma != p.mma || c->paths.mma_q4k != p.mma_q4k || c->paths.tile != p.tile);
     if ((memcmp(&c->paths, &p, sizeof p) != 0 && c->n_gs > 0) || repack) {
         CK(cudaStreamSynchronize(c->stream), "synchronize");
         drop_graphs(c); /* captured with the old paths */
     }
     if (repack) {
-        /* Q8_0's packing follows the kernel (takes_i8): packed again on next use */
+        /* packed again on next use */
         for (size_t i = 0; i < c->packed.cap; i++)
             if (c->packed.slot[i].host) c->param_bytes -= c->packed.slot[i].bytes;
         map_free(&c->packed);
     }
     c->paths = p;
+}
+
+static bool env_is_0(const char *name) {
+    const char *v = getenv(name);
+    return v && strcmp(v, "0") == 0;
 }
 
 /* The prefill kernels from the environment: on unless "0"; MTPLX_CUDA_TC=all
@@ -759,6 +800,7 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .flash = true,
                           .mma = true,
                           .pdl = true,
+                          .tile = !env_is_0("MTPLX_CUDA_TILE"),
                           .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};
     if (tc && strcmp(tc, "0") == 0) p.tc = false;
     if (sk && strcmp(sk, "0") == 0) p.tc_split = false;
@@ -899,11 +941,6 @@ mtplx_status mtplx_cuda_mem_info(int device, size_t *free_bytes, size_t *total_b
     return MTPLX_OK;
 }
 
-static bool env_is_0(const char *name) {
-    const char *v = getenv(name);
-    return v && strcmp(v, "0") == 0;
-}
-
 mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, int64_t n_ctx,
                                     mtplx_backend **out) {
     (void)max_k, (void)max_n, (void)n_ctx; /* the kernels need no scratch */
@@ -995,7 +1032,7 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     /* the layers' rmsnorms inside the QKV and gate/up matmuls and the final
      * norm inside the output head (two launches a layer fewer): by default
      * where those go to mmv_i8.cu (norm_ok); MTPLX_CUDA_FUSE_NORM=1 for every
-     * mmv path, =0 for none */
+     * mmv path but tiled BF16, =0 for none */
     const char *fn = getenv("MTPLX_CUDA_FUSE_NORM");
     c->fuse_norm = !c->fuse || env_is_0("MTPLX_CUDA_FUSE_NORM") ? FUSE_NORM_OFF
                    : fn && strcmp(fn, "1") == 0                 ? FUSE_NORM_ALL

@@ -68,10 +68,14 @@ mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be);
  * as a programmatic dependent of its x kernel on sm_90 (pdl; off with
  * MTPLX_CUDA_PDL=0: bench/RESULTS.md section 18a). pdl now covers the whole
  * step (backend_cuda.c's header: the GEMVs, norms, attention prep and
- * attention each a dependent of the kernel before). Changing a path drops
- * the captured graphs (and Q8_0's packing where the kernel changes). */
+ * attention each a dependent of the kernel before). tile: BF16 weights of
+ * the tensor-core GEMV (k % 32 == 0) kept in mtplx_cuda_tile_bf16's layout,
+ * which the prefill GEMM reads too (MTPLX_CUDA_TILE=0: row-major; the same
+ * bits, 8B BF16 decode 10% slower: bench/RESULTS.md section 26). Changing a
+ * path drops the captured graphs (and Q8_0's packing, BF16's tiling, where
+ * the kernel changes). */
 typedef struct mtplx_cuda_paths {
-    bool tc, tc_f32, tc_split, flash, mma, mma_q4k, mma_q4k_auto, pdl;
+    bool tc, tc_f32, tc_split, flash, mma, mma_q4k, mma_q4k_auto, pdl, tile;
     int64_t tc_min_rows;
 } mtplx_cuda_paths;
 /* A batched verification step of several generations (mtplx_gen_step_many)

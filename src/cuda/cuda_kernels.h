@@ -97,9 +97,10 @@ typedef struct mtplx_cuda_tc_split {
     int n_sm;
 } mtplx_cuda_tc_split;
 bool mtplx_cuda_matmul_tc_ok(int type, const void *W, size_t row_bytes, int64_t k);
+/* tiled: W is BF16 in mtplx_cuda_tile_bf16's layout (row_bytes 2 k) */
 cudaError_t mtplx_cuda_matmul_tc(cudaStream_t s, int type, const void *W, size_t row_bytes,
-                                 int64_t m, int64_t k, const float *x, int64_t n, float *y,
-                                 const float *bias, const mtplx_cuda_tc_split *split);
+                                 bool tiled, int64_t m, int64_t k, const float *x, int64_t n,
+                                 float *y, const float *bias, const mtplx_cuda_tc_split *split);
 /* ---- the small-n GEMV (mmv, kernels.cu): n <= MTPLX_CUDA_MMV_ROWS rows of
  * x against up to three weights of one type and one k, in one launch. Each
  * warp takes a few weight rows and reads x once for all of them, with 16-byte
@@ -140,6 +141,9 @@ typedef struct mtplx_cuda_mmv_job {
      * The caller sets it only where the op before on the stream was a
      * kernel. */
     bool pdl;
+    /* BF16 weights in mtplx_cuda_tile_bf16's layout (mmv_tc.cu only;
+     * mtplx_cuda_mmv refuses the job on any other path) */
+    bool tiled;
 } mtplx_cuda_mmv_job;
 /* Whether the mmv kernel takes this type, k and x (alignment); if not, use
  * mtplx_cuda_matmul. */
@@ -151,6 +155,19 @@ cudaError_t mtplx_cuda_mmv(cudaStream_t s, int type, const mtplx_cuda_mmv_job *j
 bool mtplx_cuda_mmv_tc_ok(int type, int64_t k, const mtplx_cuda_mmv_job *job);
 cudaError_t mtplx_cuda_mmv_tc(cudaStream_t s, int type, const mtplx_cuda_mmv_job *job, int64_t k,
                               const float *x, int64_t n);
+/* BF16 [m][k] (row-major) into the tiled layout mmv_tc.cu reads fastest:
+ * per 16-row tile (rows past m zero) and 32-element k step, 1 KB in the
+ * order a warp's lanes load it: lane l = 4 g + q's 16 bytes of row g at
+ * 16 l, of row g + 8 at 512 + 16 l, elements [8 q, 8 q + 8) of the step.
+ * Every load instruction then reads 512 contiguous bytes, where the row-
+ * major layout has a warp read 64 bytes from each of 8 rows (on an H200
+ * 2.8 against 4.1-4.3 TB/s for gate/up-sized matrices in a read-only probe,
+ * tools/cuda_probe.cu). The values and their order in each lane's registers
+ * are the same, so results are bit-identical to the row-major layout's.
+ * _ok: k % 32 == 0; _bytes: the tiled size. */
+bool mtplx_cuda_bf16_tiled_ok(int64_t k);
+size_t mtplx_cuda_bf16_tiled_bytes(int64_t m, int64_t k);
+cudaError_t mtplx_cuda_tile_bf16(cudaStream_t s, const void *raw, void *out, int64_t m, int64_t k);
 /* mmv_i8.cu: the same job for Q8_0 / Q4_K on the int8 tensor cores (its
  * header comment), k <= MTPLX_CUDA_I8_KMAX; two launches (x to pieces,
  * then the GEMV). _ok says whether this type, k, job and GPU take it. */

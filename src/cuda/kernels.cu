@@ -299,9 +299,18 @@ template <typename E> __device__ __forceinline__ uint4 pack8(const float v[8]) {
 /* The k-step at k0 of both operand tiles, packed to E, into registers:
  * thread tid's groups g = tid + TC_THREADS * h, each (tile row g / TC_GPR,
  * k group g % TC_GPR). Rows past m or n and groups past k are zeros. */
+/* Group gk (elements [8 gk, 8 gk + 8)) of row r of a BF16 weight in
+ * mtplx_cuda_tile_bf16's layout (rb = 2 k): 16 contiguous bytes of its
+ * 16-row tile's k step gk / 4 */
+__device__ __forceinline__ const uint8_t *tiled_group(const uint8_t *W, size_t rb, int64_t r, int64_t gk) {
+    return W + (r >> 4) * 16 * (int64_t)rb + (gk >> 2) * 1024 + ((r >> 3) & 1) * 512 + (r & 7) * 64 +
+           (gk & 3) * 16;
+}
+
+/* tiled: W is BF16 in mtplx_cuda_tile_bf16's layout (T == BF16 only) */
 template <int T, typename E>
-__device__ __forceinline__ void tc_fetch(const uint8_t *__restrict__ W, size_t rb, int64_t m,
-                                         int64_t k, int64_t k_hi, const float *__restrict__ x,
+__device__ __forceinline__ void tc_fetch(const uint8_t *__restrict__ W, size_t rb, bool tiled,
+                                         int64_t m, int64_t k, int64_t k_hi, const float *__restrict__ x,
                                          int64_t n, bool xvec, int64_t r0, int64_t i0, int64_t k0,
                                          uint4 wreg[TC_PER_THREAD], uint4 xreg[TC_PER_THREAD]) {
 #pragma unroll
@@ -311,7 +320,10 @@ __device__ __forceinline__ void tc_fetch(const uint8_t *__restrict__ W, size_t r
         float v[8];
         bool in_k = gk < k_hi / 8; /* k_hi: the end of this block's k run */
         if (in_k && r0 + row < m) {
-            deq8<T>(W + (size_t)(r0 + row) * rb, gk, v);
+            if (T == MTPLX_TYPE_BF16 && tiled)
+                deq8<T>(tiled_group(W, rb, r0 + row, gk), 0, v);
+            else
+                deq8<T>(W + (size_t)(r0 + row) * rb, gk, v);
         } else {
 #pragma unroll
             for (int j = 0; j < 8; j++) v[j] = 0.f;
@@ -337,7 +349,7 @@ __device__ __forceinline__ void tc_fetch(const uint8_t *__restrict__ W, size_t r
 
 template <int T, typename E>
 __global__ void __launch_bounds__(TC_THREADS)
-    tc_mm_kernel(const uint8_t *__restrict__ W, size_t rb, int64_t m, int64_t k,
+    tc_mm_kernel(const uint8_t *__restrict__ W, size_t rb, bool tiled, int64_t m, int64_t k,
                  const float *__restrict__ x, int64_t n, float *__restrict__ y,
                  const float *__restrict__ bias, bool xvec, int64_t kchunk,
                  float *__restrict__ part) {
@@ -355,7 +367,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     /* this block's k run: all of k, or split blockIdx.z's (kchunk: whole TC_BK steps) */
     int64_t k_lo = (int64_t)blockIdx.z * kchunk, k_hi = k_lo + kchunk < k ? k_lo + kchunk : k;
     uint4 wreg[TC_PER_THREAD], xreg[TC_PER_THREAD];
-    tc_fetch<T, E>(W, rb, m, k, k_hi, x, n, xvec, r0, i0, k_lo, wreg, xreg);
+    tc_fetch<T, E>(W, rb, tiled, m, k, k_hi, x, n, xvec, r0, i0, k_lo, wreg, xreg);
     for (int64_t k0 = k_lo; k0 < k_hi; k0 += TC_BK) {
 #pragma unroll
         for (int h = 0; h < TC_PER_THREAD; h++) {
@@ -365,7 +377,7 @@ __global__ void __launch_bounds__(TC_THREADS)
         }
         __syncthreads();
         if (k0 + TC_BK < k_hi)
-            tc_fetch<T, E>(W, rb, m, k, k_hi, x, n, xvec, r0, i0, k0 + TC_BK, wreg, xreg);
+            tc_fetch<T, E>(W, rb, tiled, m, k, k_hi, x, n, xvec, r0, i0, k0 + TC_BK, wreg, xreg);
 #pragma unroll
         for (int kk = 0; kk < TC_BK; kk += 16) {
             /* A = activations (row major, k contiguous); B = W^T, whose
@@ -428,7 +440,7 @@ int tc_splits(int64_t blocks, int64_t k, int64_t n, int64_t m, const mtplx_cuda_
 }
 
 template <int T, typename E>
-cudaError_t launch_tc(cudaStream_t s, const void *W, size_t rb, int64_t m, int64_t k,
+cudaError_t launch_tc(cudaStream_t s, const void *W, size_t rb, bool tiled, int64_t m, int64_t k,
                       const float *x, int64_t n, float *y, const float *bias, bool xvec,
                       const mtplx_cuda_tc_split *sp) {
     int64_t gx = (m + TC_BN - 1) / TC_BN, gy = (n + TC_BM - 1) / TC_BM;
@@ -440,7 +452,7 @@ cudaError_t launch_tc(cudaStream_t s, const void *W, size_t rb, int64_t m, int64
     float *part = splits > 1 ? sp->buf : NULL;
     dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)splits);
     tc_mm_kernel<T, E>
-        <<<grid, TC_THREADS, 0, s>>>((const uint8_t *)W, rb, m, k, x, n, y, bias, xvec, kchunk, part);
+        <<<grid, TC_THREADS, 0, s>>>((const uint8_t *)W, rb, tiled, m, k, x, n, y, bias, xvec, kchunk, part);
     if (part) {
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return e;
@@ -867,15 +879,17 @@ bool mtplx_cuda_matmul_tc_ok(int type, const void *W, size_t rb, int64_t k) {
     return known && k % 8 == 0 && (!is_float || (((uintptr_t)W & 15) == 0 && rb % 16 == 0));
 }
 
-cudaError_t mtplx_cuda_matmul_tc(cudaStream_t s, int type, const void *W, size_t rb, int64_t m,
-                                 int64_t k, const float *x, int64_t n, float *y, const float *bias,
-                                 const mtplx_cuda_tc_split *split) {
-    if (!mtplx_cuda_matmul_tc_ok(type, W, rb, k)) return cudaErrorInvalidValue;
+cudaError_t mtplx_cuda_matmul_tc(cudaStream_t s, int type, const void *W, size_t rb, bool tiled,
+                                 int64_t m, int64_t k, const float *x, int64_t n, float *y,
+                                 const float *bias, const mtplx_cuda_tc_split *split) {
+    if (!mtplx_cuda_matmul_tc_ok(type, W, rb, k) ||
+        (tiled && (type != MTPLX_TYPE_BF16 || !mtplx_cuda_bf16_tiled_ok(k))))
+        return cudaErrorInvalidValue;
     if (n <= 0 || m <= 0) return cudaSuccess;
     bool xvec = ((uintptr_t)x & 15) == 0; /* k % 8 == 0: every row is then aligned */
     typedef __nv_bfloat16 B;
 #define TC_CASE(TY, E)                                                                             \
-    case TY: return launch_tc<TY, E>(s, W, rb, m, k, x, n, y, bias, xvec, split)
+    case TY: return launch_tc<TY, E>(s, W, rb, tiled, m, k, x, n, y, bias, xvec, split)
     switch (type) {
         TC_CASE(MTPLX_TYPE_F32, B);
         TC_CASE(MTPLX_TYPE_F16, __half);

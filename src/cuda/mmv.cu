@@ -533,6 +533,7 @@ cudaError_t mtplx_cuda_mmv(cudaStream_t s, int type, const mtplx_cuda_mmv_job *j
         j.m[i] = 0, j.w[i] = NULL, j.bias[i] = NULL, j.y[i] = NULL;
     if (j.mma && mtplx_cuda_mmv_i8_ok(type, k, &j)) return mtplx_cuda_mmv_i8(s, type, &j, k, x, n);
     if (j.mma && mtplx_cuda_mmv_tc_ok(type, k, &j)) return mtplx_cuda_mmv_tc(s, type, &j, k, x, n);
+    if (j.tiled) return cudaErrorInvalidValue; /* only mmv_tc.cu reads tiled weights */
     switch (type) {
     case MTPLX_TYPE_F32: return launch_type<MTPLX_TYPE_F32>(s, &j, k, x, n);
     case MTPLX_TYPE_F16: return launch_type<MTPLX_TYPE_F16>(s, &j, k, x, n);

@@ -54,6 +54,9 @@ extern "C" {
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <cstring>
+
 namespace {
 
 constexpr int TC_WARPS = 4; /* the k split: fixed, since it sets the sum order */
@@ -127,11 +130,14 @@ template <> struct wstep<MTPLX_TYPE_Q4_K> {
     uint4 hlo, hhi;
 };
 
-template <int T>
+/* TL: BF16 in the tiled layout (tile_rows' pointers; a k step is 1 KB of
+ * the tile, the quad position 16 bytes) */
+template <int T, bool TL>
 __device__ __forceinline__ void load_step(const uint8_t *rlo, const uint8_t *rhi, int64_t k,
                                           int64_t e, wstep<T> &s) {
     if constexpr (T == MTPLX_TYPE_BF16) {
-        uint4 a = ld_stream16(rlo + 2 * e), b = ld_stream16(rhi + 2 * e);
+        const int64_t off = TL ? ((e >> 5) << 10) + 2 * (e & 31) : 2 * e;
+        uint4 a = ld_stream16(rlo + off), b = ld_stream16(rhi + off);
         s.lo[0] = a.x, s.lo[1] = a.y, s.lo[2] = a.z, s.lo[3] = a.w;
         s.hi[0] = b.x, s.hi[1] = b.y, s.hi[2] = b.z, s.hi[3] = b.w;
     } else if constexpr (T == MTPLX_TYPE_Q4_K) {
@@ -156,8 +162,8 @@ __device__ __forceinline__ void load_step(const uint8_t *rlo, const uint8_t *rhi
  * to warps 0, 1, 2, 3, 0, ... in turn, whatever U, so a row's sum order
  * depends on k alone. */
 constexpr int TC_RUN = 4;
-__device__ __forceinline__ int64_t step_of(int64_t i, int warp) {
-    return ((i / TC_RUN) * TC_WARPS + warp) * TC_RUN + i % TC_RUN;
+template <int W> __device__ __forceinline__ int64_t step_of(int64_t i, int warp) {
+    return ((i / TC_RUN) * W + warp) * TC_RUN + i % TC_RUN;
 }
 
 /* Elements [e, e + 8) of the lane's x row in each n-tile (zeros when out),
@@ -209,17 +215,16 @@ __device__ __forceinline__ void mma_rows_x(float (&d)[4], const uint32_t (&a)[8]
  * made 0.6B BF16 decode slower, 0.984 -> 1.029 ms; working out a fused
  * rmsnorm's scale in rmsnorm_kernel's order here, for the same bits with
  * one launch fewer, 0.997 -> 1.458 ms: bench/RESULTS.md section 21.) */
-template <int T, int MT, int NT, int U>
-__global__ void __launch_bounds__(TC_WARPS * 32)
-    mmv_tc_kernel(mtplx_cuda_mmv_job job, int64_t k, int64_t rb, const float *__restrict__ x,
-                  int64_t n) {
-    __shared__ float red[TC_WARPS][16 * MT][8 * NT];
+template <int T, int MT, int NT, int U, bool TL, int W>
+__device__ __forceinline__ void mmv_tc_body(const mtplx_cuda_mmv_job &job, int64_t k, int64_t rb,
+                                            const float *__restrict__ x, int64_t n) {
+    __shared__ float red[W][16 * MT][8 * NT];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, q = lane & 3;
     const int64_t blk = blockIdx.x;
 
     const uint8_t *rlo[MT], *rhi[MT];
-    tile_rows<MT>(job, blk, g, rb, rlo, rhi);
+    tile_rows<MT>(job, blk, g, rb, rlo, rhi, TL);
     /* x row of this lane in each n-tile; none past n (its column is zero
      * and dropped) */
     const float *xr[NT];
@@ -244,17 +249,17 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
     const int64_t nks = (k + KS - 1) / KS;
     /* every warp runs the first batch, even with no k step of its own (it
      * adds nothing then): the wait is there */
-    for (int64_t i0 = 0; i0 == 0 || step_of(i0, warp) < nks; i0 += U) {
+    for (int64_t i0 = 0; i0 == 0 || step_of<W>(i0, warp) < nks; i0 += U) {
         wstep<T> w[U][MT];
         float4 xv[U][NT][XQ];
 #pragma unroll
         for (int j = 0; j < U; j++) {
-            const int64_t st = step_of(i0 + j, warp), e = st * KS + 8 * q;
+            const int64_t st = step_of<W>(i0 + j, warp), e = st * KS + 8 * q;
             bool in = st < nks && e < k;
 #pragma unroll
             for (int t = 0; t < MT; t++) {
                 if (in)
-                    load_step<T>(rlo[t], rhi[t], k, e, w[j][t]);
+                    load_step<T, TL>(rlo[t], rhi[t], k, e, w[j][t]);
                 else
                     w[j][t] = {};
             }
@@ -264,12 +269,12 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
         if (i0 == 0) pdl_wait();
 #pragma unroll
         for (int j = 0; j < U; j++) {
-            const int64_t st = step_of(i0 + j, warp), e = st * KS + 8 * q;
+            const int64_t st = step_of<W>(i0 + j, warp), e = st * KS + 8 * q;
             load_x<NT, XQ>(xr, xlive, st < nks && e < k, e, xv[j]);
         }
 #pragma unroll
         for (int j = 0; j < U; j++) {
-            const int64_t st = step_of(i0 + j, warp);
+            const int64_t st = step_of<W>(i0 + j, warp);
             if (st >= nks) break;
             if constexpr (T == MTPLX_TYPE_Q4_K) {
                 /* sub-blocks 2 c (low nibbles) and 2 c + 1 (high) of the block */
@@ -354,16 +359,35 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
     const bool swiglu = job.mode == MTPLX_MMV_SWIGLU;
     const int slots = swiglu ? 8 * MT : 16 * MT;
     const int nn = n < 8 * NT ? (int)n : 8 * NT;
-    for (int o = threadIdx.x; o < slots * nn; o += TC_WARPS * 32) {
+    for (int o = threadIdx.x; o < slots * nn; o += W * 32) {
         int i = o / slots, r = o % slots;
         int seg;
         int64_t row;
         if (!slot_row(job, MT, blk, r, seg, row)) continue;
         auto total = [&](int rr) {
-            return ((red[0][rr][i] + red[1][rr][i]) + red[2][rr][i]) + red[3][rr][i];
+            float t = red[0][rr][i];
+#pragma unroll
+            for (int w = 1; w < W; w++) t += red[w][rr][i];
+            return t;
         };
         store_result(job, seg, row, i, total(r), [&] { return total(r + 8 * MT); });
     }
+}
+
+/* 4 warps a block; 8 (MTPLX_CUDA_TC_WARPS=8, tiled BF16) with two blocks an
+ * SM, 128 registers a thread. Two kernels, since even a minimum of 1 block
+ * in __launch_bounds__ changes the 4-warp kernel's register allocation. */
+template <int T, int MT, int NT, int U, bool TL>
+__global__ void __launch_bounds__(TC_WARPS * 32)
+    mmv_tc_kernel(mtplx_cuda_mmv_job job, int64_t k, int64_t rb, const float *__restrict__ x,
+                  int64_t n) {
+    mmv_tc_body<T, MT, NT, U, TL, TC_WARPS>(job, k, rb, x, n);
+}
+template <int T, int MT, int NT, int U, bool TL>
+__global__ void __launch_bounds__(8 * 32, 2)
+    mmv_tc_kernel8(mtplx_cuda_mmv_job job, int64_t k, int64_t rb, const float *__restrict__ x,
+                   int64_t n) {
+    mmv_tc_body<T, MT, NT, U, TL, 8>(job, k, rb, x, n);
 }
 
 int n_sm_cached = -1, cc_major_cached = -1;
@@ -391,6 +415,30 @@ constexpr int tc_u(int T, int MT, int NT) {
                : (T == MTPLX_TYPE_BF16 ? 128 : 96) / ((T == MTPLX_TYPE_BF16 ? 8 : 6) * MT + 8 * NT);
 }
 
+/* Tiled BF16's settings for a measurement (bench/RESULTS.md section 26),
+ * read once: MTPLX_CUDA_TC_U=big (more k steps in flight), and
+ * MTPLX_CUDA_TC_WARPS=8 (k split over 8 warps a block: other sums, the
+ * same at every n). */
+int tc_u_big = -1, tc_w8 = 0;
+constexpr int tc_u_tiled(int MT, int NT, bool big) {
+    return big ? (MT == 1 ? 12 : 8) / NT : tc_u(MTPLX_TYPE_BF16, MT, NT);
+}
+/* with 8 warps: two blocks an SM fit in 128 registers a thread */
+constexpr int tc_u_w8(int MT, int NT) {
+    return 96 / (8 * MT + 8 * NT);
+}
+
+template <int T, int MT, int NT, int U, bool TL, int W>
+cudaError_t launch_w(cudaStream_t st, const mtplx_cuda_mmv_job *job, unsigned grid, int64_t k,
+                     int64_t rb, const float *x, int64_t n) {
+    if constexpr (W == 8)
+        return launch_k(job->pdl, mmv_tc_kernel8<T, MT, NT, U, TL>, dim3(grid), dim3(W * 32), 0, st,
+                        *job, k, rb, x, n);
+    else
+        return launch_k(job->pdl, mmv_tc_kernel<T, MT, NT, U, TL>, dim3(grid), dim3(W * 32), 0, st,
+                        *job, k, rb, x, n);
+}
+
 template <int T, int MT, int NT>
 cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t slots, int64_t k,
                       const float *x, int64_t n) {
@@ -400,8 +448,31 @@ cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t sl
     int64_t rb = T == MTPLX_TYPE_BF16   ? 2 * k
                  : T == MTPLX_TYPE_Q4_K ? k / QK_K * (int64_t)sizeof(block_q4_K)
                                         : (int64_t)mtplx_cuda_q8_0_packed_row(k);
-    return launch_k(job->pdl, mmv_tc_kernel<T, MT, NT, tc_u(T, MT, NT)>, dim3(grid),
-                    dim3(TC_WARPS * 32), 0, st, *job, k, rb, x, n);
+    if constexpr (T == MTPLX_TYPE_BF16) {
+        if (job->tiled) {
+            if (tc_u_big < 0) {
+                const char *e = getenv("MTPLX_CUDA_TC_U"), *w = getenv("MTPLX_CUDA_TC_WARPS");
+                tc_u_big = e && strcmp(e, "big") == 0;
+                tc_w8 = w && strcmp(w, "8") == 0;
+            }
+            if (tc_w8) return launch_w<T, MT, NT, tc_u_w8(MT, NT), true, 8>(st, job, grid, k, rb, x, n);
+            if (tc_u_big) return launch_w<T, MT, NT, tc_u_tiled(MT, NT, true), true, TC_WARPS>(st, job, grid, k, rb, x, n);
+            return launch_w<T, MT, NT, tc_u_tiled(MT, NT, false), true, TC_WARPS>(st, job, grid, k, rb, x, n);
+        }
+    }
+    return launch_w<T, MT, NT, tc_u(T, MT, NT), false, TC_WARPS>(st, job, grid, k, rb, x, n);
+}
+
+/* mtplx_cuda_tile_bf16: one thread a 16-byte chunk of the tiled output */
+__global__ void tile_bf16_kernel(const uint8_t *__restrict__ raw, uint4 *__restrict__ out, int64_t m,
+                                 int64_t k, int64_t chunks) {
+    int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (c >= chunks) return;
+    const int64_t per_tile = k / 32 * 64; /* chunks a tile: 64 a k step */
+    int64_t tile = c / per_tile, rem = c % per_tile, st = rem >> 6;
+    int h = (int)(rem >> 5) & 1, l = (int)rem & 31;
+    int64_t row = tile * 16 + 8 * h + (l >> 2), e = st * 32 + 8 * (l & 3);
+    out[c] = row < m ? *(const uint4 *)(raw + (row * k + e) * 2) : make_uint4(0, 0, 0, 0);
 }
 
 /* MT (m-tiles a block) changes speed only, never a result: 2 while the
@@ -428,9 +499,27 @@ cudaError_t launch_type(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t 
 
 extern "C" {
 
+bool mtplx_cuda_bf16_tiled_ok(int64_t k) {
+    return k > 0 && k % 32 == 0;
+}
+
+size_t mtplx_cuda_bf16_tiled_bytes(int64_t m, int64_t k) {
+    return (size_t)((m + 15) / 16) * 16 * (size_t)k * 2;
+}
+
+cudaError_t mtplx_cuda_tile_bf16(cudaStream_t s, const void *raw, void *out, int64_t m, int64_t k) {
+    if (!mtplx_cuda_bf16_tiled_ok(k) || m < 0) return cudaErrorInvalidValue;
+    int64_t chunks = (int64_t)(mtplx_cuda_bf16_tiled_bytes(m, k) / 16);
+    if (chunks == 0) return cudaSuccess;
+    tile_bf16_kernel<<<(unsigned)((chunks + 255) / 256), 256, 0, s>>>((const uint8_t *)raw, (uint4 *)out,
+                                                                       m, k, chunks);
+    return cudaGetLastError();
+}
+
 bool mtplx_cuda_mmv_tc_ok(int type, int64_t k, const mtplx_cuda_mmv_job *job) {
     device_props();
     if (cc_major_cached < 8 || job->norm) return false;
+    if (job->tiled) return type == MTPLX_TYPE_BF16 && mtplx_cuda_bf16_tiled_ok(k);
     if (type == MTPLX_TYPE_BF16) return k % 8 == 0;
     if (type == MTPLX_TYPE_Q8_0) return k % QK8_0 == 0;
     if (type == MTPLX_TYPE_Q4_K) return job->mma_q4k && k % QK_K == 0;
