@@ -1,6 +1,6 @@
 /* cuda_probe.cu: how fast the H200 reads weights in the access patterns a
- * decode GEMV can use (issue 10). Not part of the build: tools/cuda_probe.sh
- * compiles and runs it on the GPU machine.
+ * decode GEMV can use (issue 10). Not part of the build: the command below
+ * compiles it; bench/RESULTS.md section 26 has a run.
  *
  * Each pattern reads matrices of M rows x K bf16 (no arithmetic beyond an
  * xor of every word, stored once per thread so nothing is dropped):
@@ -15,12 +15,21 @@
  *          at 512 + 16 l), so every load instruction reads 512 contiguous
  *          bytes.
  * Prints one line a (pattern, shape, MT, U): median GB/s of 15 passes over a
- * ring of matrices larger than L2. */
+ * ring of matrices larger than L2.
+ *   nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude -Isrc tools/cuda_probe.cu -o cuda_probe */
 #include <algorithm>
 #include <cstdio>
 #include <cstdint>
 #include <vector>
 #include <cuda_runtime.h>
+
+#define _Noreturn [[noreturn]]
+extern "C" {
+#include "kernels/kernels.h"
+}
+#include "cuda/cuda_kernels.h"
+#include "cuda/cuda_util.cuh"
+#include "cuda/mmv_tile.cuh" /* ld_stream16: the GEMVs' weight load */
 
 #define CK(x)                                                                                        \
     do {                                                                                             \
@@ -31,18 +40,10 @@
         }                                                                                            \
     } while (0)
 
-__device__ __forceinline__ uint4 ld16(const void *p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
 __global__ void copy_k(const uint4 *a, int64_t n, uint32_t *sink) {
     uint32_t s = 0;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        uint4 v = ld16(a + i);
+        uint4 v = ld_stream16(a + i);
         s ^= v.x ^ v.y ^ v.z ^ v.w;
     }
     if (s == 0x12345678u) sink[0] = s;
@@ -70,10 +71,10 @@ __global__ void __launch_bounds__(128) gemv_k(const uint8_t *w, int64_t M, int64
                     v[j][t][0] = v[j][t][1] = make_uint4(0, 0, 0, 0);
                 } else if (TILED) {
                     const uint8_t *p = w + ((tile * nks + st) << 10) + 16 * lane;
-                    v[j][t][0] = ld16(p), v[j][t][1] = ld16(p + 512);
+                    v[j][t][0] = ld_stream16(p), v[j][t][1] = ld_stream16(p + 512);
                 } else {
                     const uint8_t *p = w + (tile * 16 + g) * 2 * K + 2 * (st * 32 + 8 * q);
-                    v[j][t][0] = ld16(p), v[j][t][1] = ld16(p + 16 * K);
+                    v[j][t][0] = ld_stream16(p), v[j][t][1] = ld_stream16(p + 16 * K);
                 }
             }
         }
@@ -92,15 +93,14 @@ struct Shape {
     int64_t M, K;
 };
 
-template <int TILED, int MT, int U>
-float run_gemv(const std::vector<uint8_t *> &mats, Shape sh, uint32_t *sink, cudaStream_t st) {
-    unsigned grid = (unsigned)(sh.M / (16 * MT));
+/* the median of 15 timed runs of launch() on st (one untimed first), ms */
+template <typename F> float median_ms(cudaStream_t st, F launch) {
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0), cudaEventCreate(&e1);
     std::vector<float> ts;
     for (int rep = 0; rep < 16; rep++) {
         cudaEventRecord(e0, st);
-        for (uint8_t *m : mats) gemv_k<TILED, MT, U><<<grid, 128, 0, st>>>(m, sh.M, sh.K, sink);
+        launch();
         cudaEventRecord(e1, st);
         cudaEventSynchronize(e1);
         float ms;
@@ -108,8 +108,18 @@ float run_gemv(const std::vector<uint8_t *> &mats, Shape sh, uint32_t *sink, cud
         if (rep) ts.push_back(ms);
     }
     std::sort(ts.begin(), ts.end());
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    return ts[ts.size() / 2];
+}
+
+template <int TILED, int MT, int U>
+float run_gemv(const std::vector<uint8_t *> &mats, Shape sh, uint32_t *sink, cudaStream_t st) {
+    unsigned grid = (unsigned)(sh.M / (16 * MT));
+    float ms = median_ms(st, [&] {
+        for (uint8_t *m : mats) gemv_k<TILED, MT, U><<<grid, 128, 0, st>>>(m, sh.M, sh.K, sink);
+    });
     double bytes = (double)mats.size() * sh.M * sh.K * 2;
-    return (float)(bytes / (ts[ts.size() / 2] * 1e-3) / 1e9);
+    return (float)(bytes / (ms * 1e-3) / 1e9);
 }
 
 template <int TILED, int MT, int U> void row(const std::vector<uint8_t *> &mats, Shape sh, uint32_t *sink, cudaStream_t st) {
@@ -129,23 +139,8 @@ int main() {
     CK(cudaMemset(buf, 1, ring));
     cudaStream_t st;
     CK(cudaStreamCreate(&st));
-    {
-        int64_t n = ring / 16;
-        cudaEvent_t e0, e1;
-        cudaEventCreate(&e0), cudaEventCreate(&e1);
-        std::vector<float> ts;
-        for (int rep = 0; rep < 16; rep++) {
-            cudaEventRecord(e0, st);
-            copy_k<<<132 * 16, 256, 0, st>>>((const uint4 *)buf, n, sink);
-            cudaEventRecord(e1, st);
-            cudaEventSynchronize(e1);
-            float ms;
-            cudaEventElapsedTime(&ms, e0, e1);
-            if (rep) ts.push_back(ms);
-        }
-        std::sort(ts.begin(), ts.end());
-        printf("copy   1.6 GB read-only stream                 %7.0f GB/s\n", ring / (ts[7] * 1e-3) / 1e9);
-    }
+    float cms = median_ms(st, [&] { copy_k<<<132 * 16, 256, 0, st>>>((const uint4 *)buf, ring / 16, sink); });
+    printf("copy   1.6 GB read-only stream                 %7.0f GB/s\n", ring / (cms * 1e-3) / 1e9);
     Shape shapes[] = {{"gateup", 24576, 4096}, {"down", 4096, 12288}, {"qkv", 6144, 4096}, {"o", 4096, 4096},
                       {"head", 151936, 4096}, {"s-gu", 6144, 1024}, {"s-down", 1024, 3072}};
     for (Shape sh : shapes) {
