@@ -57,15 +57,24 @@ uint64_t mtplx_kv_bytes_per_token(mtplx_kv_type t, int64_t n_kv_dim, int32_t n_l
 
 /* Does a context fit on GPU 0? Counted before anything is uploaded: the
  * weights (when this context brings its own backend; the container's tensor
- * bytes), the trunk KV cache, the MTP streams' caches and hidden-state
+ * bytes, and the second copies the CUDA backend keeps: a Q8_0 matrix is
+ * there repacked for the decode GEMV and as it is for the prefill GEMM, and
+ * a tied BF16 embedding tiled for the output head's GEMV beside the rows
+ * get_rows reads), the trunk KV cache, the MTP streams' caches and hidden-state
  * histories at the deepest draft, activations and logits, plus headroom for the CUDA runtime. Compared with
  * cudaMemGetInfo's free bytes, or MTPLX_CUDA_MEM_LIMIT (bytes) when that is
  * smaller (to leave room for other programs, and for tests). */
 static mtplx_status check_gpu_fit(const mtplx_model *m, const mtplx_ctx_params *p, bool weights) {
     const mtplx_hparams *hp = &m->hp;
     double w = 0;
-    if (weights)
-        for (int64_t i = 0; i < m->g->n_tensors; i++) w += (double)m->g->tensors[i].nbytes;
+    if (weights) {
+        for (int64_t i = 0; i < m->g->n_tensors; i++) {
+            const mtplx_gguf_tensor *t = &m->g->tensors[i];
+            w += (double)t->nbytes * (t->type == MTPLX_TYPE_Q8_0 && t->n_dims >= 2 ? 2 : 1);
+        }
+        if (m->tied && m->output.type == MTPLX_TYPE_BF16)
+            w += (double)mtplx_row_size(m->output.type, m->output.k) * (double)m->output.m;
+    }
     int streams = m->n_mtp > 0 ? MTPLX_MAX_DRAFT : 0;
     double kv = (double)mtplx_kv_bytes_per_token(p->kv_type, (int64_t)hp->n_head_kv * hp->head_dim,
                                                  hp->n_layer + streams) * (double)p->n_ctx;
@@ -84,9 +93,10 @@ static mtplx_status check_gpu_fit(const mtplx_model *m, const mtplx_ctx_params *
     char name[160] = "GPU 0";
     if (mtplx_cuda_device_name(0, name, sizeof name, NULL) != MTPLX_OK) snprintf(name, sizeof name, "GPU 0");
     return mtplx_fail(MTPLX_ERR_NOMEM,
-                      "cuda: %s does not fit on %s: it needs %.2f GB (weights %.2f GB + KV cache "
-                      "%.2f GB for %d positions + activations %.2f GB + %.2f GB headroom) and %.2f GB "
-                      "of %.2f GB are free%s; try a smaller --ctx, a smaller quant type, or --device cpu",
+                      "cuda: %s does not fit on %s: it needs %.2f GB (weights %.2f GB as the GPU "
+                      "holds them + KV cache %.2f GB for %d positions + activations %.2f GB + "
+                      "%.2f GB headroom) and %.2f GB of %.2f GB are free%s; try a smaller --ctx, a "
+                      "smaller quant type, or --device cpu",
                       m->path ? m->path : m->name, name, need / 1e9, w / 1e9, kv / 1e9, p->n_ctx,
                       acts / 1e9, headroom / 1e9, avail / 1e9, (double)total_b / 1e9,
                       avail < (double)free_b ? " (MTPLX_CUDA_MEM_LIMIT)" : "");
