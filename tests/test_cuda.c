@@ -1369,6 +1369,27 @@ static bool test_deq_host(void) {
         report(e <= 1e-6, "dequant layout %-4s (device code on the host)  %.2e (tol 1e-6)",
                mtplx_type_info(types[t])->name, e);
     }
+    /* BF16 tiled (mtplx_cuda_tile_bf16's code) and read back as the prefill
+     * GEMM reads it: every row, m = 37 not a multiple of a tile */
+    if (built) {
+        int64_t tm = 37, tk = 96;
+        size_t rs = mtplx_row_size(MTPLX_TYPE_BF16, tk);
+        uint8_t *rows = malloc(rs * (size_t)tm), *tiled = calloc(48, rs);
+        float *wf = rand_vec(tk, 1.0f), *want = malloc((size_t)tk * 4), *row_got = malloc((size_t)tk * 4);
+        for (int64_t r = 0; r < tm; r++) {
+            for (int64_t j = 0; j < tk; j++) wf[j] = grand();
+            mtplx_quantize_row(MTPLX_TYPE_BF16, wf, rows + (size_t)r * rs, tk);
+        }
+        bool same = mtplx_cuda_tile_bf16_host(rows, tiled, tm, tk) == 0;
+        for (int64_t r = 0; same && r < tm; r++) {
+            mtplx_dequantize_row(MTPLX_TYPE_BF16, rows + (size_t)r * rs, want, tk);
+            same = mtplx_cuda_deq_tiled_row_host(tiled, tk, r, row_got) == 0 &&
+                   memcmp(want, row_got, (size_t)tk * 4) == 0;
+        }
+        report(same, "BF16 tiled for the GEMV (m=37, k=96) and read back by the prefill GEMM: every "
+                     "row exact (device code on the host)");
+        free(rows), free(tiled), free(wf), free(want), free(row_got);
+    }
     /* the small-n GEMV's own dequantisers (mmv.cu) */
     static const int mtypes[] = {MTPLX_TYPE_F32, MTPLX_TYPE_F16, MTPLX_TYPE_BF16, MTPLX_TYPE_Q8_0,
                                  MTPLX_TYPE_Q4_K};

@@ -302,7 +302,7 @@ template <typename E> __device__ __forceinline__ uint4 pack8(const float v[8]) {
 /* Group gk (elements [8 gk, 8 gk + 8)) of row r of a BF16 weight in
  * mtplx_cuda_tile_bf16's layout (rb = 2 k): 16 contiguous bytes of its
  * 16-row tile's k step gk / 4 */
-__device__ __forceinline__ const uint8_t *tiled_group(const uint8_t *W, size_t rb, int64_t r, int64_t gk) {
+HD const uint8_t *tiled_group(const uint8_t *W, size_t rb, int64_t r, int64_t gk) {
     return W + (r >> 4) * 16 * (int64_t)rb + (gk >> 2) * 1024 + ((r >> 3) & 1) * 512 + (r & 7) * 64 +
            (gk & 3) * 16;
 }
@@ -830,6 +830,16 @@ unsigned blocks_for(int64_t n, int per) { return (unsigned)((n + per - 1) / per)
 } // namespace
 
 extern "C" {
+
+int mtplx_cuda_deq_tiled_row_host(const void *tiled, int64_t k, int64_t r, float *out) {
+    if (k <= 0 || k % 32 || r < 0) return -1;
+    float w[8];
+    for (int64_t g = 0; g < k / 8; g++) {
+        deq8<MTPLX_TYPE_BF16>(tiled_group((const uint8_t *)tiled, (size_t)(2 * k), r, g), 0, w);
+        memcpy(out + g * 8, w, sizeof w);
+    }
+    return 0;
+}
 
 int mtplx_cuda_deq_row_host(int type, const void *row, int64_t k, float *out) {
     const uint8_t *r = (const uint8_t *)row;

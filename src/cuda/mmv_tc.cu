@@ -464,15 +464,18 @@ cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t sl
 }
 
 /* mtplx_cuda_tile_bf16: one thread a 16-byte chunk of the tiled output */
-__global__ void tile_bf16_kernel(const uint8_t *__restrict__ raw, uint4 *__restrict__ out, int64_t m,
-                                 int64_t k, int64_t chunks) {
-    int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (c >= chunks) return;
+/* chunk c; HD so that mtplx_cuda_tile_bf16_host runs the same code */
+HD void tile_bf16_chunk(const uint8_t *raw, uint4 *out, int64_t m, int64_t k, int64_t c) {
     const int64_t per_tile = k / 32 * 64; /* chunks a tile: 64 a k step */
     int64_t tile = c / per_tile, rem = c % per_tile, st = rem >> 6;
     int h = (int)(rem >> 5) & 1, l = (int)rem & 31;
     int64_t row = tile * 16 + 8 * h + (l >> 2), e = st * 32 + 8 * (l & 3);
     out[c] = row < m ? *(const uint4 *)(raw + (row * k + e) * 2) : make_uint4(0, 0, 0, 0);
+}
+__global__ void tile_bf16_kernel(const uint8_t *__restrict__ raw, uint4 *__restrict__ out, int64_t m,
+                                 int64_t k, int64_t chunks) {
+    int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (c < chunks) tile_bf16_chunk(raw, out, m, k, c);
 }
 
 /* MT (m-tiles a block) changes speed only, never a result: 2 while the
@@ -514,6 +517,14 @@ cudaError_t mtplx_cuda_tile_bf16(cudaStream_t s, const void *raw, void *out, int
     tile_bf16_kernel<<<(unsigned)((chunks + 255) / 256), 256, 0, s>>>((const uint8_t *)raw, (uint4 *)out,
                                                                        m, k, chunks);
     return cudaGetLastError();
+}
+
+int mtplx_cuda_tile_bf16_host(const void *raw, void *out, int64_t m, int64_t k) {
+    if (!mtplx_cuda_bf16_tiled_ok(k) || m < 0) return -1;
+    int64_t chunks = (int64_t)(mtplx_cuda_bf16_tiled_bytes(m, k) / 16);
+    for (int64_t c = 0; c < chunks; c++)
+        tile_bf16_chunk((const uint8_t *)raw, (uint4 *)out, m, k, c);
+    return 0;
 }
 
 bool mtplx_cuda_mmv_tc_ok(int type, int64_t k, const mtplx_cuda_mmv_job *job) {

@@ -25,6 +25,16 @@ int mtplx_cuda_deq_row_host(int type, const void *row, int64_t k, float *out) {
     return -2;
 }
 
+int mtplx_cuda_tile_bf16_host(const void *raw, void *out, int64_t m, int64_t k) {
+    (void)raw, (void)out, (void)m, (void)k;
+    return -2;
+}
+
+int mtplx_cuda_deq_tiled_row_host(const void *tiled, int64_t k, int64_t r, float *out) {
+    (void)tiled, (void)k, (void)r, (void)out;
+    return -2;
+}
+
 int mtplx_cuda_mmv_deq_row_host(int type, const void *row, int64_t k, float *out) {
     (void)type, (void)row, (void)k, (void)out;
     return -2;
