@@ -315,9 +315,10 @@ static bool tiles_bf16(const cuda_backend *c, const mtplx_weight *w) {
 /* A weight as the mmv kernel reads it: Q8_0 repacked on the GPU (the GGUF
  * bytes go up to a scratch buffer, which is freed once repacked; in the
  * layout of the kernel the current paths send it to), BF16 tiled where
- * tiles_bf16 says so (the same way), the other types as they are. The
- * prefill GEMM and get_rows read the GGUF layout (param): a weight that
- * both use is on the GPU twice. */
+ * tiles_bf16 says so (the same way), the other types as they are.
+ * get_rows reads the GGUF layout (param), and so does the prefill GEMM for
+ * Q8_0 (tiled BF16's reads the tiled copy, cu_matmul): a weight that both
+ * use is on the GPU twice (check_gpu_fit in engine/context.c counts it). */
 static const void *mmv_weight(cuda_backend *c, const mtplx_weight *w) {
     bool tiled = tiles_bf16(c, w);
     if (w->type != MTPLX_TYPE_Q8_0 && !tiled) return param(c, w->data, weight_bytes(w));
