@@ -43,6 +43,15 @@ HD float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 HD float bf2f(uint16_t h) { return u2f((uint32_t)h << 16); }
 HD uint16_t ld16(const uint8_t *p) { return *(const uint16_t *)p; }
 
+/* Where row r of a weight in a 16-row tiled layout (mtplx_cuda_tile_bf16's)
+ * starts its first k step: its tile (16 rb bytes, rb the row's bytes), its
+ * half of the tile (512) and its place in the half (64 bytes a row). The
+ * GEMV (mmv_tile.cuh's tile_rows) and the prefill GEMM (kernels.cu's
+ * tiled_group) read the layout through it. */
+HD int64_t tiled_row_off(int64_t r, int64_t rb) {
+    return (r >> 4) * 16 * rb + ((r >> 3) & 1) * 512 + (r & 7) * 64;
+}
+
 /* Q4_K sub-block j (0..7) of a block whose 16-byte header (d, dmin, the 12
  * scale bytes; kernels/ref has the 6-bit packing) is h: its scale d * sc and
  * its min dmin * m. */

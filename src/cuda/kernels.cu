@@ -296,18 +296,17 @@ template <typename E> __device__ __forceinline__ uint4 pack8(const float v[8]) {
                       pack2<E>(v[6], v[7]));
 }
 
-/* The k-step at k0 of both operand tiles, packed to E, into registers:
- * thread tid's groups g = tid + TC_THREADS * h, each (tile row g / TC_GPR,
- * k group g % TC_GPR). Rows past m or n and groups past k are zeros. */
 /* Group gk (elements [8 gk, 8 gk + 8)) of row r of a BF16 weight in
  * mtplx_cuda_tile_bf16's layout (rb = 2 k): 16 contiguous bytes of its
  * 16-row tile's k step gk / 4 */
 HD const uint8_t *tiled_group(const uint8_t *W, size_t rb, int64_t r, int64_t gk) {
-    return W + (r >> 4) * 16 * (int64_t)rb + (gk >> 2) * 1024 + ((r >> 3) & 1) * 512 + (r & 7) * 64 +
-           (gk & 3) * 16;
+    return W + tiled_row_off(r, (int64_t)rb) + (gk >> 2) * 1024 + (gk & 3) * 16;
 }
 
-/* tiled: W is BF16 in mtplx_cuda_tile_bf16's layout (T == BF16 only) */
+/* The k-step at k0 of both operand tiles, packed to E, into registers:
+ * thread tid's groups g = tid + TC_THREADS * h, each (tile row g / TC_GPR,
+ * k group g % TC_GPR). Rows past m or n and groups past k are zeros.
+ * tiled: W is BF16 in mtplx_cuda_tile_bf16's layout (T == BF16 only). */
 template <int T, typename E>
 __device__ __forceinline__ void tc_fetch(const uint8_t *__restrict__ W, size_t rb, bool tiled,
                                          int64_t m, int64_t k, int64_t k_hi, const float *__restrict__ x,

@@ -463,8 +463,8 @@ cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t sl
     return launch_w<T, MT, NT, tc_u(T, MT, NT), false, TC_WARPS>(st, job, grid, k, rb, x, n);
 }
 
-/* mtplx_cuda_tile_bf16: one thread a 16-byte chunk of the tiled output */
-/* chunk c; HD so that mtplx_cuda_tile_bf16_host runs the same code */
+/* mtplx_cuda_tile_bf16: 16-byte chunk c of the tiled output (one thread
+ * each; HD so that mtplx_cuda_tile_bf16_host runs the same code) */
 HD void tile_bf16_chunk(const uint8_t *raw, uint4 *out, int64_t m, int64_t k, int64_t c) {
     const int64_t per_tile = k / 32 * 64; /* chunks a tile: 64 a k step */
     int64_t tile = c / per_tile, rem = c % per_tile, st = rem >> 6;

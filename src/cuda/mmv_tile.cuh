@@ -43,8 +43,8 @@ __device__ __forceinline__ bool slot_row(const mtplx_cuda_mmv_job &job, int MT, 
  * 16 t + g + 8 (rhi), rb bytes a row; a slot past the last row reads row 0
  * of the first weight (its result is dropped). With tiled (BF16 in
  * mtplx_cuda_tile_bf16's layout) the pointer is where the row's bytes of
- * the first k step start for quad position 0: its tile's 16 rb bytes, its
- * half (512) and its place in the half (64 bytes a row). */
+ * the first k step start for quad position 0 (cuda_util.cuh's
+ * tiled_row_off). */
 template <int MT>
 __device__ __forceinline__ void tile_rows(const mtplx_cuda_mmv_job &job, int64_t blk, int g, int64_t rb,
                                           const uint8_t *(&rlo)[MT], const uint8_t *(&rhi)[MT],
@@ -58,7 +58,7 @@ __device__ __forceinline__ void tile_rows(const mtplx_cuda_mmv_job &job, int64_t
         for (int h = 0; h < 2; h++) {
             if (!slot_row(job, MT, blk, 16 * t + g + 8 * h, seg, row)) seg = 0, row = 0;
             p[h] = (const uint8_t *)pick3(seg, job.w[0], job.w[1], job.w[2]) +
-                   (tiled ? (row >> 4) * 16 * rb + ((row >> 3) & 1) * 512 + (row & 7) * 64 : row * rb);
+                   (tiled ? tiled_row_off(row, rb) : row * rb);
         }
         rlo[t] = p[0], rhi[t] = p[1];
     }
