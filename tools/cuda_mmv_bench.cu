@@ -14,8 +14,8 @@
  * backend_cuda.c issues them, replayed 20 times; the median's GB/s counts
  * the weights' bytes once. Then each matmul kind alone at n = 1. BF16 runs
  * row-major and tiled (mtplx_cuda_tile_bf16's layout; the random bytes are
- * simply read as tiles). MTPLX_CUDA_TC_U=big: more k steps in flight for
- * tiled BF16. */
+ * simply read as tiles). MTPLX_CUDA_TC_WARPS=4 / 8: one k split for every
+ * BF16 weight (by default 8 warps where mmv_tc.cu's bf16_warps says). */
 #define _Noreturn [[noreturn]] /* core.h is C11; this file is C++ */
 extern "C" {
 #include "kernels/kernels.h"

@@ -426,8 +426,12 @@ static bool fusable(cuda_backend *c, const mtplx_weight *w, const float *x, int6
     return c->mmv && c->fuse && mtplx_cuda_mmv_ok(w->type, w->k, x, n);
 }
 
+/* Weights one fused job may hold: one type and k, and the same k split on
+ * the tensor cores (mtplx_cuda_mmv_tc_warps), so that each row's sum is the
+ * one its plain matmul makes. */
 static bool same_kind(const mtplx_weight *a, const mtplx_weight *b) {
-    return a->type == b->type && a->k == b->k;
+    return a->type == b->type && a->k == b->k &&
+           mtplx_cuda_mmv_tc_warps(a->type, a->m) == mtplx_cuda_mmv_tc_warps(b->type, b->m);
 }
 
 /* The fused rmsnorm (backend.h's norm argument) for weight w: by default

@@ -155,6 +155,10 @@ cudaError_t mtplx_cuda_mmv(cudaStream_t s, int type, const mtplx_cuda_mmv_job *j
 bool mtplx_cuda_mmv_tc_ok(int type, int64_t k, const mtplx_cuda_mmv_job *job);
 cudaError_t mtplx_cuda_mmv_tc(cudaStream_t s, int type, const mtplx_cuda_mmv_job *job, int64_t k,
                               const float *x, int64_t n);
+/* The warps that split k for a weight of this type and m rows on mmv_tc.cu
+ * (4, or 8 for a BF16 weight of few rows). It sets a row's sum order, so a
+ * fused job must only hold weights that agree. */
+int mtplx_cuda_mmv_tc_warps(int type, int64_t m);
 /* BF16 [m][k] (row-major) into the tiled layout mmv_tc.cu reads fastest:
  * per 16-row tile (rows past m zero) and 32-element k step, 1 KB in the
  * order a warp's lanes load it: lane l = 4 g + q's 16 bytes of row g at

@@ -29,15 +29,16 @@
  * logical k column is, the first mma takes the lane's elements 0-3 as those four columns and the
  * second its elements 4-7, for weights and x alike. So every load is 8 or 16 contiguous bytes.
  *
- * A block's 4 warps split k for the block's MT m-tiles and all n-tiles:
- * runs of 4 consecutive k steps go to warps 0, 1, 2, 3, 0, ... (a warp
- * reads 256 contiguous bytes of each row at a time, BF16; 128 for Q8_0),
- * and the warps sum their partials through shared memory in warp order.
+ * A block's W warps (4; 8 for BF16 weights of few rows, bf16_warps) split
+ * k for the block's MT m-tiles and all n-tiles: runs of 4 consecutive k
+ * steps go to warps 0, 1, 2, 3, 0, ... (a warp reads 256 contiguous bytes
+ * of each row at a time, BF16; 128 for Q8_0), and the warps sum their
+ * partials through shared memory in warp order.
  * Determinism: a row's result depends on its weights, its x row and k
- * alone, never on n, MT, U or the other rows
- * (mma's columns are independent), so decode and verify rows are equal
- * bit for bit (greedy MTP == AR rests on it), and the fused modes equal
- * the plain ones, since both run this code.
+ * alone (W is a function of the weight), never on n, MT, U or the other
+ * rows (mma's columns are independent), so decode and verify rows are
+ * equal bit for bit (greedy MTP == AR rests on it), and the fused modes
+ * equal the plain ones, since both run this code.
  *
  * Needs sm_80 or newer (mma.sync with bf16); mtplx_cuda_mmv_tc_ok checks
  * the device. */
@@ -59,7 +60,7 @@ extern "C" {
 
 namespace {
 
-constexpr int TC_WARPS = 4; /* the k split: fixed, since it sets the sum order */
+constexpr int TC_WARPS = 4; /* the k split but for bf16_warps' weights */
 /* elements of k per step */
 template <int T> __host__ __device__ constexpr int kstep() {
     return T == MTPLX_TYPE_Q4_K ? 64 : 32;
@@ -374,9 +375,10 @@ __device__ __forceinline__ void mmv_tc_body(const mtplx_cuda_mmv_job &job, int64
     }
 }
 
-/* 4 warps a block; 8 (MTPLX_CUDA_TC_WARPS=8, tiled BF16) with two blocks an
- * SM, 128 registers a thread. Two kernels, since even a minimum of 1 block
- * in __launch_bounds__ changes the 4-warp kernel's register allocation. */
+/* 4 warps a block; 8 (BF16 weights of few rows: bf16_warps) with two
+ * blocks an SM, 128 registers a thread. Two kernels, since even a minimum
+ * of 1 block in __launch_bounds__ changes the 4-warp kernel's register
+ * allocation. */
 template <int T, int MT, int NT, int U, bool TL>
 __global__ void __launch_bounds__(TC_WARPS * 32)
     mmv_tc_kernel(mtplx_cuda_mmv_job job, int64_t k, int64_t rb, const float *__restrict__ x,
@@ -415,28 +417,41 @@ constexpr int tc_u(int T, int MT, int NT) {
                : (T == MTPLX_TYPE_BF16 ? 128 : 96) / ((T == MTPLX_TYPE_BF16 ? 8 : 6) * MT + 8 * NT);
 }
 
-/* Tiled BF16's settings for a measurement (bench/RESULTS.md section 26),
- * read once: MTPLX_CUDA_TC_U=big (more k steps in flight), and
- * MTPLX_CUDA_TC_WARPS=8 (k split over 8 warps a block: other sums, the
- * same at every n). */
-int tc_u_big = -1, tc_w8 = 0;
-constexpr int tc_u_tiled(int MT, int NT, bool big) {
-    return big ? (MT == 1 ? 12 : 8) / NT : tc_u(MTPLX_TYPE_BF16, MT, NT);
-}
 /* with 8 warps: two blocks an SM fit in 128 registers a thread */
 constexpr int tc_u_w8(int MT, int NT) {
     return 96 / (8 * MT + 8 * NT);
 }
 
-template <int T, int MT, int NT, int U, bool TL, int W>
-cudaError_t launch_w(cudaStream_t st, const mtplx_cuda_mmv_job *job, unsigned grid, int64_t k,
+/* The k split of a BF16 weight of m rows (tiled or not): 8 warps a block
+ * when its 16-row tiles number at most two an SM, else 4. A grid that
+ * small leaves most of an SM's slots empty with 4 warps, and its 8-warp
+ * blocks keep half again as many k steps in flight (2 blocks x 8 warps x 6
+ * steps against 2 x 4 x 8). The count sets a row's sum order, so it is a
+ * function of the weight alone, never of n or of the other weights of a
+ * fused job (the backend fuses only weights that agree:
+ * mtplx_cuda_mmv_tc_warps). MTPLX_CUDA_TC_WARPS=4 / 8 (read once) forces
+ * one count for measurements. */
+int tc_warps_forced = -1;
+int bf16_warps(int64_t m) {
+    device_props();
+    if (tc_warps_forced < 0) {
+        const char *w = getenv("MTPLX_CUDA_TC_WARPS");
+        tc_warps_forced = w && strcmp(w, "8") == 0 ? 8 : w && strcmp(w, "4") == 0 ? 4 : 0;
+    }
+    if (tc_warps_forced) return tc_warps_forced;
+    int64_t sm = n_sm_cached > 0 ? n_sm_cached : 132;
+    return (m + 15) / 16 <= 2 * sm ? 8 : TC_WARPS;
+}
+
+template <int T, int MT, int NT, bool TL>
+cudaError_t launch_w(cudaStream_t st, const mtplx_cuda_mmv_job *job, int W, unsigned grid, int64_t k,
                      int64_t rb, const float *x, int64_t n) {
-    if constexpr (W == 8)
-        return launch_k(job->pdl, mmv_tc_kernel8<T, MT, NT, U, TL>, dim3(grid), dim3(W * 32), 0, st,
-                        *job, k, rb, x, n);
-    else
-        return launch_k(job->pdl, mmv_tc_kernel<T, MT, NT, U, TL>, dim3(grid), dim3(W * 32), 0, st,
-                        *job, k, rb, x, n);
+    if constexpr (T == MTPLX_TYPE_BF16)
+        if (W == 8)
+            return launch_k(job->pdl, mmv_tc_kernel8<T, MT, NT, tc_u_w8(MT, NT), TL>, dim3(grid),
+                            dim3(8 * 32), 0, st, *job, k, rb, x, n);
+    return launch_k(job->pdl, mmv_tc_kernel<T, MT, NT, tc_u(T, MT, NT), TL>, dim3(grid),
+                    dim3(TC_WARPS * 32), 0, st, *job, k, rb, x, n);
 }
 
 template <int T, int MT, int NT>
@@ -449,18 +464,11 @@ cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t sl
                  : T == MTPLX_TYPE_Q4_K ? k / QK_K * (int64_t)sizeof(block_q4_K)
                                         : (int64_t)mtplx_cuda_q8_0_packed_row(k);
     if constexpr (T == MTPLX_TYPE_BF16) {
-        if (job->tiled) {
-            if (tc_u_big < 0) {
-                const char *e = getenv("MTPLX_CUDA_TC_U"), *w = getenv("MTPLX_CUDA_TC_WARPS");
-                tc_u_big = e && strcmp(e, "big") == 0;
-                tc_w8 = w && strcmp(w, "8") == 0;
-            }
-            if (tc_w8) return launch_w<T, MT, NT, tc_u_w8(MT, NT), true, 8>(st, job, grid, k, rb, x, n);
-            if (tc_u_big) return launch_w<T, MT, NT, tc_u_tiled(MT, NT, true), true, TC_WARPS>(st, job, grid, k, rb, x, n);
-            return launch_w<T, MT, NT, tc_u_tiled(MT, NT, false), true, TC_WARPS>(st, job, grid, k, rb, x, n);
-        }
+        int W = bf16_warps(job->m[0]);
+        if (job->tiled) return launch_w<T, MT, NT, true>(st, job, W, grid, k, rb, x, n);
+        return launch_w<T, MT, NT, false>(st, job, W, grid, k, rb, x, n);
     }
-    return launch_w<T, MT, NT, tc_u(T, MT, NT), false, TC_WARPS>(st, job, grid, k, rb, x, n);
+    return launch_w<T, MT, NT, false>(st, job, TC_WARPS, grid, k, rb, x, n);
 }
 
 /* mtplx_cuda_tile_bf16: 16-byte chunk c of the tiled output (one thread
@@ -525,6 +533,10 @@ int mtplx_cuda_tile_bf16_host(const void *raw, void *out, int64_t m, int64_t k) 
     for (int64_t c = 0; c < chunks; c++)
         tile_bf16_chunk((const uint8_t *)raw, (uint4 *)out, m, k, c);
     return 0;
+}
+
+int mtplx_cuda_mmv_tc_warps(int type, int64_t m) {
+    return type == MTPLX_TYPE_BF16 ? bf16_warps(m) : TC_WARPS;
 }
 
 bool mtplx_cuda_mmv_tc_ok(int type, int64_t k, const mtplx_cuda_mmv_job *job) {
