@@ -588,6 +588,61 @@ static void test_tiled(void) {
         }
 }
 
+/* Q8_0's prefill GEMM reads the GEMV's own copy (cuda_layout.h): the int8
+ * GEMV's interleaved layout (mma_q4k off) and the packed one of mmv_tc.cu
+ * (mma_q4k on) hold the same values, so the GEMM gives the same bits from
+ * either, within the emulation of its rounding; 20 rows go through the
+ * GEMV 16 at a time, each row equal to it computed alone. */
+static void test_q8_layouts(void) {
+    mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu);
+    if (!saved.mma || !saved.tc) return;
+    static const int64_t ks[] = {448, 4096}, ns[] = {20, 40};
+    const int64_t m = 301;
+    for (size_t ki = 0; ki < 2; ki++)
+        for (size_t ni = 0; ni < 2; ni++) {
+            int64_t k = ks[ki], n = ns[ni];
+            uint8_t *W = rand_weight(MTPLX_TYPE_Q8_0, m, k);
+            mtplx_weight w = {.type = MTPLX_TYPE_Q8_0, .m = m, .k = k, .data = W};
+            float *x = rand_vec(n * k, 1.0f), *bias = rand_vec(m, 1.0f), *got[2];
+            float *xd = to_dev(x, (size_t)(n * k) * sizeof(float));
+            float *yd = gpu->buf_alloc(gpu, (size_t)(n * m) * sizeof(float));
+            float *yr = gpu->buf_alloc(gpu, (size_t)m * sizeof(float));
+            bool rows = true;
+            for (int v = 0; v < 2; v++) {
+                mtplx_cuda_paths p = saved;
+                p.mma = true, p.mma_q4k = v == 1, p.mma_q4k_auto = false;
+                p.tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS;
+                mtplx_cuda_set_paths(gpu, p);
+                gpu->matmul(gpu, &w, bias, xd, n, yd);
+                got[v] = from_dev(yd, (size_t)(n * m));
+                for (int64_t i = 0; n < MTPLX_CUDA_TC_MIN_ROWS && i < n; i++) {
+                    gpu->matmul(gpu, &w, bias, xd + i * k, 1, yr);
+                    float *r = from_dev(yr, (size_t)m);
+                    rows = rows && memcmp(r, got[v] + i * m, (size_t)m * sizeof(float)) == 0;
+                    free(r);
+                }
+            }
+            mtplx_cuda_set_paths(gpu, saved);
+            if (n >= MTPLX_CUDA_TC_MIN_ROWS) {
+                float *emu = tc_emulated(&w, x, bias, n);
+                double e = rel_err(got[0], emu, n * m, 1e-3);
+                bool same = memcmp(got[0], got[1], (size_t)(n * m) * sizeof(float)) == 0;
+                report(same && e <= TOL_MM_TC_EMU,
+                       "Q8_0 k=%-4lld n=%-2lld prefill GEMM from the GEMV's copy: int8-interleaved == "
+                       "packed, bit for bit%s; vs emu %.2e (tol %.0e)",
+                       (long long)k, (long long)n, same ? "" : " (NOT)", e, TOL_MM_TC_EMU);
+                free(emu);
+            } else {
+                report(rows, "Q8_0 k=%-4lld n=%-2lld the GEMV 16 rows at a time (int8 and bf16 tensor "
+                             "cores): every row == it alone",
+                       (long long)k, (long long)n);
+            }
+            gpu->buf_free(gpu, xd), gpu->buf_free(gpu, yd), gpu->buf_free(gpu, yr);
+            mtplx_cuda_forget_params(gpu);
+            free(W), free(x), free(bias), free(got[0]), free(got[1]);
+        }
+}
+
 /* The tensor-core GEMVs launched as programmatic dependents (paths.pdl, on
  * by default; sm_90) against plain launches: the same bits for every mode
  * (matmul + bias, QKV, gate/up + SwiGLU, matmul_add), 1, 4 and 16 rows, on
@@ -1383,12 +1438,38 @@ static bool test_deq_host(void) {
         bool same = mtplx_cuda_tile_bf16_host(rows, tiled, tm, tk) == 0;
         for (int64_t r = 0; same && r < tm; r++) {
             mtplx_dequantize_row(MTPLX_TYPE_BF16, rows + (size_t)r * rs, want, tk);
-            same = mtplx_cuda_deq_tiled_row_host(tiled, tk, r, row_got) == 0 &&
+            same = mtplx_cuda_deq_layout_row_host(MTPLX_TYPE_BF16, MTPLX_CUDA_W_BF16_TILED, tiled, tk,
+                                                  r, row_got) == 0 &&
                    memcmp(want, row_got, (size_t)tk * 4) == 0;
         }
         report(same, "BF16 tiled for the GEMV (m=37, k=96) and read back by the prefill GEMM: every "
                      "row exact (device code on the host)");
         free(rows), free(tiled), free(wf), free(want), free(row_got);
+    }
+    /* Q8_0 repacked for each GEMV (the upload's per-block code) and read
+     * back as the prefill GEMM reads that copy: every row equal to the GGUF
+     * row's dequantisation by the same device code */
+    static const int q8_layouts[] = {MTPLX_CUDA_W_Q8_PACKED, MTPLX_CUDA_W_Q8_I8};
+    for (size_t li = 0; built && li < 2; li++) {
+        int64_t tm = 37, tk = 192;
+        size_t rs = mtplx_row_size(MTPLX_TYPE_Q8_0, tk), prow = (size_t)(tk + 2 * (tk / 32) + 15) / 16 * 16;
+        uint8_t *rows = malloc(rs * (size_t)tm), *packed = calloc((size_t)tm, prow);
+        float *wf = rand_vec(tk, 1.0f), *want = malloc((size_t)tk * 4), *row_got = malloc((size_t)tk * 4);
+        for (int64_t r = 0; r < tm; r++) {
+            for (int64_t j = 0; j < tk; j++) wf[j] = grand();
+            mtplx_quantize_row(MTPLX_TYPE_Q8_0, wf, rows + (size_t)r * rs, tk);
+        }
+        bool same = mtplx_cuda_repack_q8_0_host(rows, packed, tm, tk, q8_layouts[li]) == 0;
+        for (int64_t r = 0; same && r < tm; r++) {
+            same = mtplx_cuda_deq_row_host(MTPLX_TYPE_Q8_0, rows + (size_t)r * rs, tk, want) == 0 &&
+                   mtplx_cuda_deq_layout_row_host(MTPLX_TYPE_Q8_0, q8_layouts[li], packed, tk, r,
+                                                  row_got) == 0 &&
+                   memcmp(want, row_got, (size_t)tk * 4) == 0;
+        }
+        report(same, "Q8_0 repacked for the %s GEMV (m=37, k=192) and read back by the prefill GEMM: "
+                     "every row exact (device code on the host)",
+               li ? "int8" : "bf16 / f32");
+        free(rows), free(packed), free(wf), free(want), free(row_got);
     }
     /* the small-n GEMV's own dequantisers (mmv.cu) */
     static const int mtypes[] = {MTPLX_TYPE_F32, MTPLX_TYPE_F16, MTPLX_TYPE_BF16, MTPLX_TYPE_Q8_0,
@@ -1489,6 +1570,7 @@ int main(void) {
         test_fused();
         test_i8_pdl();
         test_tiled();
+        test_q8_layouts();
         test_small_ops();
         test_attention();
         test_argmax();

@@ -70,8 +70,8 @@
  *
  * Small-n matmuls and fused ops. Matmuls of n <= 16 rows (decode, verify)
  * run on mmv.cu's GEMV; the Q8_0 weights it reads are repacked once at
- * upload, into a second map (a tied embedding is still read in GGUF layout
- * by get_rows, and a prefill's GEMM reads the GGUF copy in the first map). backend.h's fused ops
+ * upload, into a second map, whose copy a prefill's GEMM reads too (a tied
+ * embedding is still read in GGUF layout by get_rows). backend.h's fused ops
  * (matmul_multi, matmul_swiglu and matmul_add are mmv modes;
  * qk_norm_rope_store is attn_prep.cu) take a Qwen3 layer's decode step from
  * 19 launches to 8. On an H200 (tools/cuda_bench.sh, 2026-12-01, random
@@ -312,13 +312,21 @@ static bool tiles_bf16(const cuda_backend *c, const mtplx_weight *w) {
            mtplx_cuda_mmv_tc_ok(w->type, w->k, &j);
 }
 
+/* The layout (cuda_layout.h) of a weight's GEMV copy (mmv_weight) under
+ * the current paths; MTPLX_CUDA_W_GGUF: the GEMV reads the file's bytes. */
+static int mmv_layout(const cuda_backend *c, const mtplx_weight *w) {
+    if (tiles_bf16(c, w)) return MTPLX_CUDA_W_BF16_TILED;
+    if (w->type != MTPLX_TYPE_Q8_0) return MTPLX_CUDA_W_GGUF;
+    return takes_i8(c, w->type, w->k) ? MTPLX_CUDA_W_Q8_I8 : MTPLX_CUDA_W_Q8_PACKED;
+}
+
 /* A weight as the mmv kernel reads it: Q8_0 repacked on the GPU (the GGUF
  * bytes go up to a scratch buffer, which is freed once repacked; in the
  * layout of the kernel the current paths send it to), BF16 tiled where
- * tiles_bf16 says so (the same way), the other types as they are.
- * get_rows reads the GGUF layout (param), and so does the prefill GEMM for
- * Q8_0 (tiled BF16's reads the tiled copy, cu_matmul): a weight that both
- * use is on the GPU twice (check_gpu_fit in engine/context.c counts it). */
+ * tiles_bf16 says so (the same way), the other types as they are. The
+ * prefill GEMM reads the same copy (cu_matmul); only get_rows reads the
+ * GGUF layout (param), so a tied embedding is on the GPU twice
+ * (check_gpu_fit in engine/context.c counts it). */
 static const void *mmv_weight(cuda_backend *c, const mtplx_weight *w) {
     bool tiled = tiles_bf16(c, w);
     if (w->type != MTPLX_TYPE_Q8_0 && !tiled) return param(c, w->data, weight_bytes(w));
@@ -392,28 +400,31 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
     }
     const float *b = param(c, bias, (size_t)w->m * sizeof(float));
     size_t rb = mtplx_row_size(w->type, w->k);
-    if (tiles_bf16(c, w) && mtplx_cuda_mmv_ok(w->type, w->k, x, 1)) {
-        /* the GEMV's tiled copy is the only one: the prefill GEMM reads it
-         * too, and rows the GEMM does not take go through the GEMV 16 at a
-         * time, so that no row-major copy is uploaded beside it */
+    int layout = mmv_layout(c, w);
+    if (layout != MTPLX_CUDA_W_GGUF && c->mmv && mtplx_cuda_mmv_ok(w->type, w->k, x, 1)) {
+        /* the GEMV's copy (BF16 tiled, Q8_0 repacked) is the only one: the
+         * prefill GEMM reads it too, and rows the GEMM does not take go
+         * through the GEMV 16 at a time, so that no copy in the file's
+         * layout is uploaded beside it */
         const void *W = mmv_weight(c, w);
-        if (use_tc(c, w, W, rb, n)) {
-            CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rb, true, w->m, w->k, x, n, y, b,
+        size_t rbl = layout == MTPLX_CUDA_W_BF16_TILED ? rb : mtplx_cuda_q8_0_packed_row(w->k);
+        if (use_tc(c, w, W, rbl, n)) {
+            CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rbl, layout, w->m, w->k, x, n, y, b,
                                     c->paths.tc_split ? &c->split : NULL),
-               "matmul (tensor cores, tiled)");
+               "matmul (tensor cores, GEMV layout)");
             return;
         }
         for (int64_t i = 0; i < n; i += MTPLX_CUDA_MMV_ROWS) {
             mtplx_cuda_mmv_job j = mmv_job1(c, MTPLX_MMV_STORE, w, bias, y + i * w->m);
             int64_t r = n - i < MTPLX_CUDA_MMV_ROWS ? n - i : MTPLX_CUDA_MMV_ROWS;
-            CK(mtplx_cuda_mmv(c->stream, w->type, &j, w->k, x + i * w->k, r), "matmul (mmv, tiled)");
+            CK(mtplx_cuda_mmv(c->stream, w->type, &j, w->k, x + i * w->k, r), "matmul (mmv, 16 rows)");
         }
         launched(c);
         return;
     }
     const void *W = param(c, w->data, weight_bytes(w));
     if (use_tc(c, w, W, rb, n))
-        CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rb, false, w->m, w->k, x, n, y, b,
+        CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rb, MTPLX_CUDA_W_GGUF, w->m, w->k, x, n, y, b,
                                 c->paths.tc_split ? &c->split : NULL),
            "matmul (tensor cores)");
     else

@@ -6,6 +6,7 @@
 #ifndef MTPLX_CUDA_BACKEND_H
 #define MTPLX_CUDA_BACKEND_H
 
+#include "cuda/cuda_layout.h"
 #include "model/backend.h"
 
 /* GPUs the CUDA runtime sees (0 without a GPU, a driver or CUDA support). */
@@ -18,12 +19,16 @@ mtplx_status mtplx_cuda_device_name(int device, char *buf, size_t cap, size_t *m
  * compiled for and run on the HOST, so tests check the device code's block
  * layouts without a GPU. 0; -1 for an unsupported type; -2 without CUDA. */
 int mtplx_cuda_deq_row_host(int type, const void *row, int64_t k, float *out);
-/* BF16 rows [m][k] into mtplx_cuda_tile_bf16's layout (out: its
- * mtplx_cuda_bf16_tiled_bytes), and row r of such a copy as the prefill
- * GEMM reads it, both with the device code on the host; k % 32 == 0;
- * returns as mtplx_cuda_deq_row_host. */
+/* The GEMVs' own copies of a weight (cuda_layout.h), made and read with
+ * the device code on the host: BF16 rows [m][k] into mtplx_cuda_tile_bf16's
+ * layout (out: its mtplx_cuda_bf16_tiled_bytes; k % 32 == 0); Q8_0 GGUF
+ * rows into MTPLX_CUDA_W_Q8_PACKED or _Q8_I8 (out: m *
+ * mtplx_cuda_q8_0_packed_row(k) bytes; k % 64 == 0); and row r of such a
+ * copy as the prefill GEMM reads it. Return as mtplx_cuda_deq_row_host. */
 int mtplx_cuda_tile_bf16_host(const void *raw, void *out, int64_t m, int64_t k);
-int mtplx_cuda_deq_tiled_row_host(const void *tiled, int64_t k, int64_t r, float *out);
+int mtplx_cuda_repack_q8_0_host(const void *raw, void *out, int64_t m, int64_t k, int layout);
+int mtplx_cuda_deq_layout_row_host(int type, int layout, const void *W, int64_t k, int64_t r,
+                                   float *out);
 /* The same for the small-n GEMV's dequantisers (mmv.cu), from a GGUF row
  * (Q8_0 is repacked on the host first, as the upload does on the GPU).
  * k a multiple of 32 (F32: 4); 0, -1 for a type mmv does not read, -2

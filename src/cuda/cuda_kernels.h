@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cuda/cuda_layout.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -97,9 +99,12 @@ typedef struct mtplx_cuda_tc_split {
     int n_sm;
 } mtplx_cuda_tc_split;
 bool mtplx_cuda_matmul_tc_ok(int type, const void *W, size_t row_bytes, int64_t k);
-/* tiled: W is BF16 in mtplx_cuda_tile_bf16's layout (row_bytes 2 k) */
+/* layout (cuda_layout.h): W as in the file, or a GEMV's copy: BF16 tiled
+ * (row_bytes 2 k), Q8_0 packed or int8-interleaved (row_bytes
+ * mtplx_cuda_q8_0_packed_row(k); the results are the same bits as from the
+ * file's layout, since every layout dequantises to the same values). */
 cudaError_t mtplx_cuda_matmul_tc(cudaStream_t s, int type, const void *W, size_t row_bytes,
-                                 bool tiled, int64_t m, int64_t k, const float *x, int64_t n,
+                                 int layout, int64_t m, int64_t k, const float *x, int64_t n,
                                  float *y, const float *bias, const mtplx_cuda_tc_split *split);
 /* ---- the small-n GEMV (mmv, kernels.cu): n <= MTPLX_CUDA_MMV_ROWS rows of
  * x against up to three weights of one type and one k, in one launch. Each
@@ -184,6 +189,8 @@ size_t mtplx_cuda_mmv_i8_scratch(void);
  * path its jobs take (mtplx_cuda_mmv_i8_ok). */
 cudaError_t mtplx_cuda_repack_q8_0_i8(cudaStream_t s, const void *raw, void *out, int64_t m,
                                       int64_t k);
+/* the same on the host, with the kernel's per-block code (host checks) */
+void mtplx_cuda_repack_q8_0_i8_host(const void *raw, void *out, int64_t m, int64_t k);
 bool mtplx_cuda_mmv_i8_ok(int type, int64_t k, const mtplx_cuda_mmv_job *job);
 cudaError_t mtplx_cuda_mmv_i8(cudaStream_t s, int type, const mtplx_cuda_mmv_job *job, int64_t k,
                               const float *x, int64_t n);

@@ -52,6 +52,18 @@ HD int64_t tiled_row_off(int64_t r, int64_t rb) {
     return (r >> 4) * 16 * rb + ((r >> 3) & 1) * 512 + (r & 7) * 64;
 }
 
+/* Where element e of a row sits in the interleaved layout that Q8_0
+ * weights (mtplx_cuda_repack_q8_0_i8) and x's pieces (mmv_i8.cu) share: in
+ * each run of 64 elements (two 32-element blocks), bytes [16 q, 16 q + 8)
+ * hold elements [8 q, 8 q + 8) of the first block and [16 q + 8, 16 q + 16)
+ * those of the second, so that one 16-byte load gives a lane (quad
+ * position q) its share of both blocks' mma fragments. An aligned group of
+ * 8 elements stays 8 contiguous bytes. */
+HD int64_t ipos(int64_t e) {
+    int64_t o = e & 63, b = o >> 5, w = o & 31;
+    return (e - o) + 16 * (w >> 3) + 8 * b + (w & 7);
+}
+
 /* Q4_K sub-block j (0..7) of a block whose 16-byte header (d, dmin, the 12
  * scale bytes; kernels/ref has the 6-bit packing) is h: its scale d * sc and
  * its min dmin * m. */

@@ -303,12 +303,36 @@ HD const uint8_t *tiled_group(const uint8_t *W, size_t rb, int64_t r, int64_t gk
     return W + tiled_row_off(r, (int64_t)rb) + (gk >> 2) * 1024 + (gk & 3) * 16;
 }
 
+/* Group gk of a Q8_0 row in a GEMV's layout (mtplx_cuda_repack_q8_0: the
+ * k quants, then the k / 32 f16 scales; i8: the quants at ipos), with
+ * deq8<Q8_0>'s arithmetic, so every layout gives the same values. */
+HD void deq8_q8_packed(const uint8_t *row, int64_t k, int64_t g, bool i8, float w[8]) {
+    float d = h2f(ld16(row + k + 2 * (g >> 2)));
+    int64_t e = 8 * g;
+    uint2 u = ldg((const uint2 *)(row + (i8 ? ipos(e) : e)));
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        w[i] = d * (float)(int8_t)(((i < 4 ? u.x : u.y) >> (8 * (i & 3))) & 0xFF);
+}
+
+/* Group gk (elements [8 gk, 8 gk + 8)) of row r of a weight of type T in
+ * `layout` (cuda_layout.h), rb bytes a row: what the prefill GEMM reads. */
+template <int T>
+HD void deq8_layout(const uint8_t *W, size_t rb, int layout, int64_t k, int64_t r, int64_t gk, float v[8]) {
+    if (T == MTPLX_TYPE_BF16 && layout == MTPLX_CUDA_W_BF16_TILED)
+        deq8<T>(tiled_group(W, rb, r, gk), 0, v);
+    else if (T == MTPLX_TYPE_Q8_0 && layout != MTPLX_CUDA_W_GGUF)
+        deq8_q8_packed(W + (size_t)r * rb, k, gk, layout == MTPLX_CUDA_W_Q8_I8, v);
+    else
+        deq8<T>(W + (size_t)r * rb, gk, v);
+}
+
 /* The k-step at k0 of both operand tiles, packed to E, into registers:
  * thread tid's groups g = tid + TC_THREADS * h, each (tile row g / TC_GPR,
  * k group g % TC_GPR). Rows past m or n and groups past k are zeros.
- * tiled: W is BF16 in mtplx_cuda_tile_bf16's layout (T == BF16 only). */
+ * layout: W's (deq8_layout). */
 template <int T, typename E>
-__device__ __forceinline__ void tc_fetch(const uint8_t *__restrict__ W, size_t rb, bool tiled,
+__device__ __forceinline__ void tc_fetch(const uint8_t *__restrict__ W, size_t rb, int layout,
                                          int64_t m, int64_t k, int64_t k_hi, const float *__restrict__ x,
                                          int64_t n, bool xvec, int64_t r0, int64_t i0, int64_t k0,
                                          uint4 wreg[TC_PER_THREAD], uint4 xreg[TC_PER_THREAD]) {
@@ -319,10 +343,7 @@ __device__ __forceinline__ void tc_fetch(const uint8_t *__restrict__ W, size_t r
         float v[8];
         bool in_k = gk < k_hi / 8; /* k_hi: the end of this block's k run */
         if (in_k && r0 + row < m) {
-            if (T == MTPLX_TYPE_BF16 && tiled)
-                deq8<T>(tiled_group(W, rb, r0 + row, gk), 0, v);
-            else
-                deq8<T>(W + (size_t)(r0 + row) * rb, gk, v);
+            deq8_layout<T>(W, rb, layout, k, r0 + row, gk, v);
         } else {
 #pragma unroll
             for (int j = 0; j < 8; j++) v[j] = 0.f;
@@ -348,7 +369,7 @@ __device__ __forceinline__ void tc_fetch(const uint8_t *__restrict__ W, size_t r
 
 template <int T, typename E>
 __global__ void __launch_bounds__(TC_THREADS)
-    tc_mm_kernel(const uint8_t *__restrict__ W, size_t rb, bool tiled, int64_t m, int64_t k,
+    tc_mm_kernel(const uint8_t *__restrict__ W, size_t rb, int layout, int64_t m, int64_t k,
                  const float *__restrict__ x, int64_t n, float *__restrict__ y,
                  const float *__restrict__ bias, bool xvec, int64_t kchunk,
                  float *__restrict__ part) {
@@ -366,7 +387,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     /* this block's k run: all of k, or split blockIdx.z's (kchunk: whole TC_BK steps) */
     int64_t k_lo = (int64_t)blockIdx.z * kchunk, k_hi = k_lo + kchunk < k ? k_lo + kchunk : k;
     uint4 wreg[TC_PER_THREAD], xreg[TC_PER_THREAD];
-    tc_fetch<T, E>(W, rb, tiled, m, k, k_hi, x, n, xvec, r0, i0, k_lo, wreg, xreg);
+    tc_fetch<T, E>(W, rb, layout, m, k, k_hi, x, n, xvec, r0, i0, k_lo, wreg, xreg);
     for (int64_t k0 = k_lo; k0 < k_hi; k0 += TC_BK) {
 #pragma unroll
         for (int h = 0; h < TC_PER_THREAD; h++) {
@@ -376,7 +397,7 @@ __global__ void __launch_bounds__(TC_THREADS)
         }
         __syncthreads();
         if (k0 + TC_BK < k_hi)
-            tc_fetch<T, E>(W, rb, tiled, m, k, k_hi, x, n, xvec, r0, i0, k0 + TC_BK, wreg, xreg);
+            tc_fetch<T, E>(W, rb, layout, m, k, k_hi, x, n, xvec, r0, i0, k0 + TC_BK, wreg, xreg);
 #pragma unroll
         for (int kk = 0; kk < TC_BK; kk += 16) {
             /* A = activations (row major, k contiguous); B = W^T, whose
@@ -439,7 +460,7 @@ int tc_splits(int64_t blocks, int64_t k, int64_t n, int64_t m, const mtplx_cuda_
 }
 
 template <int T, typename E>
-cudaError_t launch_tc(cudaStream_t s, const void *W, size_t rb, bool tiled, int64_t m, int64_t k,
+cudaError_t launch_tc(cudaStream_t s, const void *W, size_t rb, int layout, int64_t m, int64_t k,
                       const float *x, int64_t n, float *y, const float *bias, bool xvec,
                       const mtplx_cuda_tc_split *sp) {
     int64_t gx = (m + TC_BN - 1) / TC_BN, gy = (n + TC_BM - 1) / TC_BM;
@@ -451,7 +472,7 @@ cudaError_t launch_tc(cudaStream_t s, const void *W, size_t rb, bool tiled, int6
     float *part = splits > 1 ? sp->buf : NULL;
     dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)splits);
     tc_mm_kernel<T, E>
-        <<<grid, TC_THREADS, 0, s>>>((const uint8_t *)W, rb, tiled, m, k, x, n, y, bias, xvec, kchunk, part);
+        <<<grid, TC_THREADS, 0, s>>>((const uint8_t *)W, rb, layout, m, k, x, n, y, bias, xvec, kchunk, part);
     if (part) {
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return e;
@@ -830,12 +851,24 @@ unsigned blocks_for(int64_t n, int per) { return (unsigned)((n + per - 1) / per)
 
 extern "C" {
 
-int mtplx_cuda_deq_tiled_row_host(const void *tiled, int64_t k, int64_t r, float *out) {
+int mtplx_cuda_deq_layout_row_host(int type, int layout, const void *W, int64_t k, int64_t r,
+                                   float *out) {
     if (k <= 0 || k % 32 || r < 0) return -1;
+    const uint8_t *w8 = (const uint8_t *)W;
     float w[8];
-    for (int64_t g = 0; g < k / 8; g++) {
-        deq8<MTPLX_TYPE_BF16>(tiled_group((const uint8_t *)tiled, (size_t)(2 * k), r, g), 0, w);
-        memcpy(out + g * 8, w, sizeof w);
+    if (type == MTPLX_TYPE_BF16 && layout == MTPLX_CUDA_W_BF16_TILED) {
+        for (int64_t g = 0; g < k / 8; g++) {
+            deq8_layout<MTPLX_TYPE_BF16>(w8, (size_t)(2 * k), layout, k, r, g, w);
+            memcpy(out + g * 8, w, sizeof w);
+        }
+    } else if (type == MTPLX_TYPE_Q8_0 &&
+               (layout == MTPLX_CUDA_W_Q8_PACKED || (layout == MTPLX_CUDA_W_Q8_I8 && k % 64 == 0))) {
+        for (int64_t g = 0; g < k / 8; g++) {
+            deq8_layout<MTPLX_TYPE_Q8_0>(w8, mtplx_cuda_q8_0_packed_row(k), layout, k, r, g, w);
+            memcpy(out + g * 8, w, sizeof w);
+        }
+    } else {
+        return -1;
     }
     return 0;
 }
@@ -888,17 +921,22 @@ bool mtplx_cuda_matmul_tc_ok(int type, const void *W, size_t rb, int64_t k) {
     return known && k % 8 == 0 && (!is_float || (((uintptr_t)W & 15) == 0 && rb % 16 == 0));
 }
 
-cudaError_t mtplx_cuda_matmul_tc(cudaStream_t s, int type, const void *W, size_t rb, bool tiled,
+cudaError_t mtplx_cuda_matmul_tc(cudaStream_t s, int type, const void *W, size_t rb, int layout,
                                  int64_t m, int64_t k, const float *x, int64_t n, float *y,
                                  const float *bias, const mtplx_cuda_tc_split *split) {
+    bool q8p = layout == MTPLX_CUDA_W_Q8_PACKED || layout == MTPLX_CUDA_W_Q8_I8;
     if (!mtplx_cuda_matmul_tc_ok(type, W, rb, k) ||
-        (tiled && (type != MTPLX_TYPE_BF16 || !mtplx_cuda_bf16_tiled_ok(k))))
+        (layout == MTPLX_CUDA_W_BF16_TILED &&
+         (type != MTPLX_TYPE_BF16 || !mtplx_cuda_bf16_tiled_ok(k))) ||
+        (q8p && (type != MTPLX_TYPE_Q8_0 || k % (layout == MTPLX_CUDA_W_Q8_I8 ? 64 : 32) ||
+                 rb != mtplx_cuda_q8_0_packed_row(k) || ((uintptr_t)W & 15))) ||
+        layout < MTPLX_CUDA_W_GGUF || layout > MTPLX_CUDA_W_Q8_I8)
         return cudaErrorInvalidValue;
     if (n <= 0 || m <= 0) return cudaSuccess;
     bool xvec = ((uintptr_t)x & 15) == 0; /* k % 8 == 0: every row is then aligned */
     typedef __nv_bfloat16 B;
 #define TC_CASE(TY, E)                                                                             \
-    case TY: return launch_tc<TY, E>(s, W, rb, tiled, m, k, x, n, y, bias, xvec, split)
+    case TY: return launch_tc<TY, E>(s, W, rb, layout, m, k, x, n, y, bias, xvec, split)
     switch (type) {
         TC_CASE(MTPLX_TYPE_F32, B);
         TC_CASE(MTPLX_TYPE_F16, __half);

@@ -544,6 +544,18 @@ cudaError_t mtplx_cuda_mmv(cudaStream_t s, int type, const mtplx_cuda_mmv_job *j
     }
 }
 
+int mtplx_cuda_repack_q8_0_host(const void *raw, void *out, int64_t m, int64_t k, int layout) {
+    if (k <= 0 || k % 64 || m < 0) return -1;
+    if (layout == MTPLX_CUDA_W_Q8_I8) {
+        mtplx_cuda_repack_q8_0_i8_host(raw, out, m, k);
+        return 0;
+    }
+    if (layout != MTPLX_CUDA_W_Q8_PACKED) return -1;
+    for (int64_t b = 0; b < m * (k / QK8_0); b++)
+        repack_block((const uint8_t *)raw, (uint8_t *)out, k, b);
+    return 0;
+}
+
 cudaError_t mtplx_cuda_repack_q8_0(cudaStream_t s, const void *raw, void *out, int64_t m,
                                    int64_t k) {
     int64_t nb = m * (k / QK8_0);

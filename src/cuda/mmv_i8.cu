@@ -109,17 +109,6 @@ size_t xq_bytes(int64_t k) {
     return (size_t)((XCOLS * k + 15) / 16 * 16 + nchunk(k) * XCOLS * 4 + nchunk(k) * XCOLS * 16);
 }
 
-/* Where element e of a row sits in the interleaved layout that Q8_0
- * weights (mtplx_cuda_repack_q8_0_i8) and x's pieces share: in each run of
- * 64 elements (two 32-element blocks), bytes [16 q, 16 q + 8) hold
- * elements [8 q, 8 q + 8) of the first block and [16 q + 8, 16 q + 16)
- * those of the second, so that one 16-byte load gives a lane (quad
- * position q) its share of both blocks' mma fragments. */
-HD int64_t ipos(int64_t e) {
-    int64_t o = e & 63, b = o >> 5, w = o & 31;
-    return (e - o) + 16 * (w >> 3) + 8 * b + (w & 7);
-}
-
 /* Programmatic dependent launch (cuda_util.cuh's launch_k, job.pdl): the
  * GEMV is launched while xq_kernel runs and loads its first weights before
  * it waits for xq_kernel's results; xq_kernel itself waits for the kernel
@@ -494,18 +483,21 @@ __global__ void __launch_bounds__(I8_WARPS * 32)
 }
 
 /* Block j of Q8_0 row r (b = r * nb + j) into the interleaved layout:
- * quants at ipos, the f16 scale to slot j after the k quants (as mmv.cu). */
-__global__ void repack_i8_kernel(const uint8_t *__restrict__ raw, uint8_t *__restrict__ out,
-                                 int64_t m, int64_t k) {
-    int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    int64_t nb = k / QK8_0;
-    if (b >= m * nb) return;
-    int64_t r = b / nb, j = b % nb;
+ * quants at ipos, the f16 scale to slot j after the k quants (as mmv.cu).
+ * HD: mtplx_cuda_repack_q8_0_host runs it too. */
+HD void repack_i8_block(const uint8_t *raw, uint8_t *out, int64_t k, int64_t b) {
+    int64_t nb = k / QK8_0, r = b / nb, j = b % nb;
     const uint8_t *src = raw + b * (int64_t)sizeof(block_q8_0);
     uint8_t *q = out + r * ((k + 2 * nb + 15) / 16 * 16); /* mtplx_cuda_q8_0_packed_row */
     q[k + 2 * j] = src[0], q[k + 2 * j + 1] = src[1];
     for (int i = 0; i < QK8_0; i++)
         q[ipos(j * QK8_0 + i)] = src[2 + i];
+}
+
+__global__ void repack_i8_kernel(const uint8_t *__restrict__ raw, uint8_t *__restrict__ out,
+                                 int64_t m, int64_t k) {
+    int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b < m * (k / QK8_0)) repack_i8_block(raw, out, k, b);
 }
 
 int cc_major_cached = -1;
@@ -564,6 +556,11 @@ bool mtplx_cuda_mmv_i8_ok(int type, int64_t k, const mtplx_cuda_mmv_job *job) {
     if (type == MTPLX_TYPE_Q8_0) return k % (2 * QK8_0) == 0;
     if (type == MTPLX_TYPE_Q4_K) return k % QK_K == 0;
     return false;
+}
+
+void mtplx_cuda_repack_q8_0_i8_host(const void *raw, void *out, int64_t m, int64_t k) {
+    for (int64_t b = 0; b < m * (k / QK8_0); b++)
+        repack_i8_block((const uint8_t *)raw, (uint8_t *)out, k, b);
 }
 
 cudaError_t mtplx_cuda_repack_q8_0_i8(cudaStream_t s, const void *raw, void *out, int64_t m,

@@ -57,10 +57,10 @@ uint64_t mtplx_kv_bytes_per_token(mtplx_kv_type t, int64_t n_kv_dim, int32_t n_l
 
 /* Does a context fit on GPU 0? Counted before anything is uploaded: the
  * weights (when this context brings its own backend; the container's tensor
- * bytes, and the second copies the CUDA backend keeps: a Q8_0 matrix is
- * there repacked for the decode GEMV and as it is for the prefill GEMM, and
- * a tied BF16 embedding tiled for the output head's GEMV beside the rows
- * get_rows reads), the trunk KV cache, the MTP streams' caches and hidden-state
+ * bytes, and the second copy the CUDA backend keeps of a tied embedding:
+ * get_rows reads the file's rows, the output head's GEMV its own layout,
+ * BF16 tiled or Q8_0 repacked; every other matrix is there once, in its
+ * GEMV's layout, which the prefill GEMM reads too), the trunk KV cache, the MTP streams' caches and hidden-state
  * histories at the deepest draft, activations and logits, plus headroom for the CUDA runtime. Compared with
  * cudaMemGetInfo's free bytes, or MTPLX_CUDA_MEM_LIMIT (bytes) when that is
  * smaller (to leave room for other programs, and for tests). */
@@ -68,11 +68,9 @@ static mtplx_status check_gpu_fit(const mtplx_model *m, const mtplx_ctx_params *
     const mtplx_hparams *hp = &m->hp;
     double w = 0;
     if (weights) {
-        for (int64_t i = 0; i < m->g->n_tensors; i++) {
-            const mtplx_gguf_tensor *t = &m->g->tensors[i];
-            w += (double)t->nbytes * (t->type == MTPLX_TYPE_Q8_0 && t->n_dims >= 2 ? 2 : 1);
-        }
-        if (m->tied && m->output.type == MTPLX_TYPE_BF16)
+        for (int64_t i = 0; i < m->g->n_tensors; i++)
+            w += (double)m->g->tensors[i].nbytes;
+        if (m->tied && (m->output.type == MTPLX_TYPE_BF16 || m->output.type == MTPLX_TYPE_Q8_0))
             w += (double)mtplx_row_size(m->output.type, m->output.k) * (double)m->output.m;
     }
     int streams = m->n_mtp > 0 ? MTPLX_MAX_DRAFT : 0;

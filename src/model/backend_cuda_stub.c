@@ -30,8 +30,14 @@ int mtplx_cuda_tile_bf16_host(const void *raw, void *out, int64_t m, int64_t k) 
     return -2;
 }
 
-int mtplx_cuda_deq_tiled_row_host(const void *tiled, int64_t k, int64_t r, float *out) {
-    (void)tiled, (void)k, (void)r, (void)out;
+int mtplx_cuda_deq_layout_row_host(int type, int layout, const void *W, int64_t k, int64_t r,
+                                   float *out) {
+    (void)type, (void)layout, (void)W, (void)k, (void)r, (void)out;
+    return -2;
+}
+
+int mtplx_cuda_repack_q8_0_host(const void *raw, void *out, int64_t m, int64_t k, int layout) {
+    (void)raw, (void)out, (void)m, (void)k, (void)layout;
     return -2;
 }
 

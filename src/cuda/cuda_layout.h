@@ -1,0 +1,15 @@
+/* cuda_layout.h: the layouts a weight has on the GPU, which the prefill
+ * GEMM (kernels.cu's tc_fetch) and the host checks (cuda_backend.h) name.
+ * Each GEMV keeps a weight in the layout it reads fastest, and the prefill
+ * GEMM reads that same copy, so no second one is uploaded for it. */
+#ifndef MTPLX_CUDA_LAYOUT_H
+#define MTPLX_CUDA_LAYOUT_H
+
+enum {
+    MTPLX_CUDA_W_GGUF = 0,    /* as in the file (kernels/kernels.h's blocks) */
+    MTPLX_CUDA_W_BF16_TILED,  /* BF16 in mtplx_cuda_tile_bf16's 16-row tiles */
+    MTPLX_CUDA_W_Q8_PACKED,   /* Q8_0 as mtplx_cuda_repack_q8_0 writes it (mmv.cu, mmv_tc.cu) */
+    MTPLX_CUDA_W_Q8_I8,       /* Q8_0 as mtplx_cuda_repack_q8_0_i8 writes it (mmv_i8.cu) */
+};
+
+#endif
