@@ -589,6 +589,49 @@ static void test_tiled(void) {
         }
 }
 
+/* BF16 weights of few rows take 8 warps a block (mmv_tc.cu's bf16_warps),
+ * and a fused QKV of such weights too large for one wave of those blocks
+ * takes two row tiles a block: its rows must still equal the three plain
+ * matmuls' (one tile a block), bit for bit, at every n. */
+static void test_w8_tiles(void) {
+    if (!mtplx_cuda_get_paths(gpu).mma) return;
+    const int64_t k = 416, ms[3] = {2048, 1536, 1040}; /* 4624 rows: 289 tiles of 16 */
+    uint8_t *W[3];
+    mtplx_weight w[3];
+    const mtplx_weight *wp[3];
+    for (int j = 0; j < 3; j++) {
+        W[j] = rand_weight(MTPLX_TYPE_BF16, ms[j], k);
+        w[j] = (mtplx_weight){.type = MTPLX_TYPE_BF16, .m = ms[j], .k = k, .data = W[j]};
+        wp[j] = &w[j];
+    }
+    static const int64_t ns[] = {1, 4, 16};
+    for (size_t ni = 0; ni < 3; ni++) {
+        int64_t n = ns[ni];
+        float *x = rand_vec(n * k, 1.0f), *ya[3], *yb[3];
+        float *xd = to_dev(x, (size_t)(n * k) * sizeof(float));
+        for (int j = 0; j < 3; j++) {
+            ya[j] = gpu->buf_alloc(gpu, (size_t)(n * ms[j]) * sizeof(float));
+            yb[j] = gpu->buf_alloc(gpu, (size_t)(n * ms[j]) * sizeof(float));
+        }
+        const float *bs[3] = {NULL, NULL, NULL};
+        bool took = gpu->matmul_multi && gpu->matmul_multi(gpu, 3, wp, bs, xd, NULL, 0.f, n, ya);
+        bool same = took;
+        for (int j = 0; j < 3; j++) {
+            gpu->matmul(gpu, wp[j], NULL, xd, n, yb[j]);
+            same = same && same_dev(ya[j], yb[j], n * ms[j]);
+        }
+        report(same,
+               "BF16 k=%lld n=%-2lld QKV of 4624 rows (8 warps, 2 tiles a block on a GPU of at most 144 SMs) "
+               "== 3 matmuls (1 tile), bit for bit%s",
+               (long long)k, (long long)n, took ? "" : " (not taken)");
+        gpu->buf_free(gpu, xd);
+        for (int j = 0; j < 3; j++) gpu->buf_free(gpu, ya[j]), gpu->buf_free(gpu, yb[j]);
+        free(x);
+    }
+    mtplx_cuda_forget_params(gpu);
+    for (int j = 0; j < 3; j++) free(W[j]);
+}
+
 /* Q8_0's prefill GEMM reads the GEMV's own copy (cuda_layout.h): the int8
  * GEMV's interleaved layout (mma_q4k off) and the packed one of mmv_tc.cu
  * (mma_q4k on) hold the same values, so the GEMM gives the same bits from
@@ -1237,6 +1280,7 @@ int main(void) {
         test_fused();
         test_i8_pdl();
         test_tiled();
+        test_w8_tiles();
         test_q8_layouts();
         test_small_ops();
         test_attention();

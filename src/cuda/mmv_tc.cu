@@ -455,7 +455,7 @@ cudaError_t launch_w(cudaStream_t st, const mtplx_cuda_mmv_job *job, int W, unsi
 }
 
 template <int T, int MT, int NT>
-cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t slots, int64_t k,
+cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int W, int64_t slots, int64_t k,
                       const float *x, int64_t n) {
     int64_t per_block = job->mode == MTPLX_MMV_SWIGLU ? 8 * MT : 16 * MT;
     unsigned grid = (unsigned)((slots + per_block - 1) / per_block);
@@ -463,12 +463,9 @@ cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t sl
     int64_t rb = T == MTPLX_TYPE_BF16   ? 2 * k
                  : T == MTPLX_TYPE_Q4_K ? k / QK_K * (int64_t)sizeof(block_q4_K)
                                         : (int64_t)mtplx_cuda_q8_0_packed_row(k);
-    if constexpr (T == MTPLX_TYPE_BF16) {
-        int W = bf16_warps(job->m[0]);
+    if constexpr (T == MTPLX_TYPE_BF16)
         if (job->tiled) return launch_w<T, MT, NT, true>(st, job, W, grid, k, rb, x, n);
-        return launch_w<T, MT, NT, false>(st, job, W, grid, k, rb, x, n);
-    }
-    return launch_w<T, MT, NT, false>(st, job, TC_WARPS, grid, k, rb, x, n);
+    return launch_w<T, MT, NT, false>(st, job, W, grid, k, rb, x, n);
 }
 
 /* mtplx_cuda_tile_bf16: 16-byte chunk c of the tiled output (one thread
@@ -488,15 +485,19 @@ __global__ void tile_bf16_kernel(const uint8_t *__restrict__ raw, uint4 *__restr
 
 /* MT (m-tiles a block) changes speed only, never a result: 2 while the
  * blocks still number 4 per SM or more (x read once for 32 rows), or
- * always for SwiGLU (a gate and an up tile), else 1. */
+ * always for SwiGLU (a gate and an up tile), or where 8-warp blocks
+ * (bf16_warps), two an SM, would otherwise need a second wave (8B's fused
+ * QKV: 384 blocks of 16 rows on 132 SMs, 192 of 32); else 1. */
 template <int T, int NT>
 cudaError_t launch_nt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t k, const float *x,
                       int64_t n) {
     bool swiglu = job->mode == MTPLX_MMV_SWIGLU;
     int64_t slots = swiglu ? job->m[0] : job->m[0] + job->m[1] + job->m[2];
-    int64_t want = 4 * (int64_t)(n_sm_cached > 0 ? n_sm_cached : 132);
-    if (swiglu || slots / 32 >= want) return launch_mt<T, 2, NT>(st, job, slots, k, x, n);
-    return launch_mt<T, 1, NT>(st, job, slots, k, x, n);
+    int64_t sm = n_sm_cached > 0 ? n_sm_cached : 132;
+    int W = T == MTPLX_TYPE_BF16 ? bf16_warps(job->m[0]) : TC_WARPS;
+    if (swiglu || slots / 32 >= 4 * sm || (W == 8 && (slots + 15) / 16 > 2 * sm))
+        return launch_mt<T, 2, NT>(st, job, W, slots, k, x, n);
+    return launch_mt<T, 1, NT>(st, job, W, slots, k, x, n);
 }
 
 template <int T>
