@@ -26,16 +26,10 @@ extern "C" {
 
 namespace {
 
-/* x[d] *= w / rms(x), in place, by the whole block (rmsnorm_kernel's order). */
-__device__ void head_rmsnorm(float *x, const float *__restrict__ w, int d, float eps) {
-    float ss = 0.f;
-    for (int i = threadIdx.x; i < d; i += blockDim.x)
-        ss += x[i] * x[i];
-    float scale = 1.0f / sqrtf(block_sum(ss) / (float)d + eps);
-    for (int i = threadIdx.x; i < d; i += blockDim.x)
-        x[i] = x[i] * scale * w[i];
-    __syncthreads();
-}
+/* A thread's elements of a head: i = threadIdx.x + j * blockDim.x, j <
+ * PREP_REG (the block sizes below give at most 4: head_dim <= 4 x threads,
+ * and at most 2 rotation pairs). */
+constexpr int PREP_REG = 4;
 
 template <bool F16>
 __global__ void qk_prep_kernel(float *q, float *k, const float *v, int n_head, int n_head_kv,
@@ -43,9 +37,13 @@ __global__ void qk_prep_kernel(float *q, float *k, const float *v, int n_head, i
                                float eps, int64_t pos0, const float *__restrict__ inv_freq,
                                bool neox, void *kc, void *vc,
                                const mtplx_cuda_step *__restrict__ dyn) {
-    pdl_trigger(), pdl_wait(); /* (cuda_util.cuh's launch_k) */
-    const int h = blockIdx.x;
+    pdl_trigger(); /* (cuda_util.cuh's launch_k) */
+    const int h = blockIdx.x, tid = threadIdx.x, bd = blockDim.x, half = hd / 2;
     const int64_t t = blockIdx.y, kvd = (int64_t)n_head_kv * hd;
+    /* the step block, the norm weights and the rotation angles were written
+     * before the kernel this one follows (the QKV GEMV waited for them), so
+     * they are read and the sines worked out while it ends; q, k and v only
+     * after the wait */
     const int64_t pos = pos0 + (dyn ? dyn->pos0 : 0);
     float *x;
     const float *w;
@@ -62,7 +60,8 @@ __global__ void qk_prep_kernel(float *q, float *k, const float *v, int n_head, i
         int hv = h - n_head - n_head_kv;
         const float *src = v + t * kvd + (int64_t)hv * hd;
         at = (pos + t) * kvd + (int64_t)hv * hd;
-        for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+        pdl_wait();
+        for (int i = tid; i < hd; i += bd) {
             if (F16)
                 ((__half *)vc)[at + i] = __float2half_rn(src[i]);
             else
@@ -70,20 +69,41 @@ __global__ void qk_prep_kernel(float *q, float *k, const float *v, int n_head, i
         }
         return;
     }
-    if (w) head_rmsnorm(x, w, hd, eps);
-    const int half = hd / 2;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        float th = (float)(pos + t) * inv_freq[i];
-        float sn, cs;
-        sincosf(th, &sn, &cs);
+    float wv[PREP_REG], sn[PREP_REG / 2], cs[PREP_REG / 2];
+#pragma unroll
+    for (int j = 0; j < PREP_REG; j++)
+        wv[j] = w && tid + j * bd < hd ? w[tid + j * bd] : 0.f;
+#pragma unroll
+    for (int j = 0; j < PREP_REG / 2; j++) {
+        sn[j] = 0.f, cs[j] = 1.f;
+        if (tid + j * bd < half) sincosf((float)(pos + t) * inv_freq[tid + j * bd], &sn[j], &cs[j]);
+    }
+    pdl_wait();
+    if (w) { /* x *= w / rms(x), in place (rmsnorm_kernel's order) */
+        float xv[PREP_REG], ss = 0.f;
+#pragma unroll
+        for (int j = 0; j < PREP_REG; j++) {
+            xv[j] = tid + j * bd < hd ? x[tid + j * bd] : 0.f;
+            if (tid + j * bd < hd) ss += xv[j] * xv[j];
+        }
+        float scale = 1.0f / sqrtf(block_sum(ss) / (float)hd + eps);
+#pragma unroll
+        for (int j = 0; j < PREP_REG; j++)
+            if (tid + j * bd < hd) x[tid + j * bd] = xv[j] * scale * wv[j];
+        __syncthreads();
+    }
+#pragma unroll
+    for (int j = 0; j < PREP_REG / 2; j++) {
+        int i = tid + j * bd;
+        if (i >= half) break;
         int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
         float x0 = x[a], x1 = x[b];
-        x[a] = x0 * cs - x1 * sn;
-        x[b] = x0 * sn + x1 * cs;
+        x[a] = x0 * cs[j] - x1 * sn[j];
+        x[b] = x0 * sn[j] + x1 * cs[j];
     }
     if (!cache) return;
     __syncthreads();
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+    for (int i = tid; i < hd; i += bd) {
         if (F16)
             ((__half *)cache)[at + i] = __float2half_rn(x[i]);
         else
@@ -99,10 +119,12 @@ extern "C" cudaError_t mtplx_cuda_qk_norm_rope_store(
     const float *inv_freq, bool neox, int kv_type, void *kc, void *vc, const mtplx_cuda_step *dyn,
     bool pdl) {
     if (n <= 0) return cudaSuccess;
-    if (head_dim % 2 || n > 65535 || (kv_type != MTPLX_TYPE_F16 && kv_type != MTPLX_TYPE_F32))
-        return cudaErrorInvalidValue;
-    /* rmsnorm_kernel's block size for rows of head_dim */
+    /* rmsnorm_kernel's block size for rows of head_dim: at most PREP_REG
+     * elements a thread up to 4096 */
     int threads = head_dim >= 1024 ? 1024 : head_dim >= 256 ? 256 : 64;
+    if (head_dim % 2 || head_dim > PREP_REG * threads || n > 65535 ||
+        (kv_type != MTPLX_TYPE_F16 && kv_type != MTPLX_TYPE_F32))
+        return cudaErrorInvalidValue;
     dim3 grid((unsigned)(n_head + 2 * n_head_kv), (unsigned)n);
     return launch_k(pdl, kv_type == MTPLX_TYPE_F16 ? qk_prep_kernel<true> : qk_prep_kernel<false>,
                     grid, dim3(threads), 0, s, q, k, v, n_head, n_head_kv, head_dim, q_norm, k_norm,

@@ -517,7 +517,7 @@ static bool cu_qk_norm_rope_store(mtplx_backend *be, float *q, float *k, const f
                                   const float *inv_freq, bool neox, int kv_type, void *kc,
                                   void *vc) {
     cuda_backend *c = (cuda_backend *)be;
-    if (!c->fuse || head_dim % 2 || n > 65535 ||
+    if (!c->fuse || head_dim % 2 || head_dim > 4096 || n > 65535 ||
         (kv_type != MTPLX_TYPE_F16 && kv_type != MTPLX_TYPE_F32))
         return false;
     size_t hb = (size_t)head_dim * sizeof(float);

@@ -515,16 +515,43 @@ __device__ __forceinline__ int64_t dyn_pos(const mtplx_cuda_step *dyn) { return 
 __global__ void set_step_kernel(mtplx_cuda_step *dst, mtplx_cuda_step v) { *dst = v; }
 
 /* ---- small ops ---- */
+/* A thread's elements i = tid + j * blockDim of a row, held in registers
+ * by rmsnorm_kernel when there are at most NORM_REG of them. */
+constexpr int NORM_REG = 8;
+
 __global__ void rmsnorm_kernel(const float *x, const float *__restrict__ w, float *out, int64_t d,
                                float eps) {
-    pdl_trigger(), pdl_wait(); /* (launch_k) */
     const float *xr = x + (size_t)blockIdx.x * d;
     float *o = out + (size_t)blockIdx.x * d;
+    const int64_t tid = threadIdx.x, bd = blockDim.x;
+    pdl_trigger(); /* (launch_k) */
+    if (d > NORM_REG * bd) {
+        pdl_wait();
+        float ss = 0.f;
+        for (int64_t i = tid; i < d; i += bd) ss += xr[i] * xr[i];
+        float scale = 1.0f / sqrtf(block_sum(ss) / (float)d + eps);
+        /* out may alias x: each thread rewrites only the elements it read */
+        for (int64_t i = tid; i < d; i += bd) o[i] = xr[i] * scale * w[i];
+        return;
+    }
+    /* the weights need nothing of the kernel before: loaded while it ends;
+     * the same sums and products as the loop above, in the same order */
+    float wv[NORM_REG], xv[NORM_REG];
+#pragma unroll
+    for (int j = 0; j < NORM_REG; j++)
+        wv[j] = tid + j * bd < d ? w[tid + j * bd] : 0.f;
+    pdl_wait();
+#pragma unroll
+    for (int j = 0; j < NORM_REG; j++)
+        xv[j] = tid + j * bd < d ? xr[tid + j * bd] : 0.f;
     float ss = 0.f;
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss += xr[i] * xr[i];
+#pragma unroll
+    for (int j = 0; j < NORM_REG; j++)
+        if (tid + j * bd < d) ss += xv[j] * xv[j];
     float scale = 1.0f / sqrtf(block_sum(ss) / (float)d + eps);
-    /* out may alias x: each thread rewrites only the elements it read */
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) o[i] = xr[i] * scale * w[i];
+#pragma unroll
+    for (int j = 0; j < NORM_REG; j++)
+        if (tid + j * bd < d) o[tid + j * bd] = xv[j] * scale * wv[j];
 }
 
 __global__ void rope_kernel(float *x, int64_t n, int n_head, int head_dim, int64_t pos0,
