@@ -167,7 +167,7 @@ for pat in 'tensor cores (MTPLX_CUDA_TC):MTPLX_CUDA_TC=0' 'split-k:MTPLX_CUDA_TC
     elif [ "$nok" -gt 0 ]; then SUMMARY+=("  test_cuda: '$what' checks: $nok ok"); fi
 done
 # the new checks, one summary line each (they are in test_cuda.out too)
-NEW_CHECKS='graphs on vs off\|greedy picks on the GPU\|argmax_rows\|sample_rows V=8192 T=0.80\|sampled (T\|does not fit\|with PDL\|int8 GEMV)'
+NEW_CHECKS='graphs on vs off\|greedy picks on the GPU\|argmax_rows\|does not fit\|with PDL (MTPLX_CUDA_PDL) == without, graphs on\|prefill GEMM from the GEMV\|QKV of 4624 rows\|read back by the prefill GEMM'
 while IFS= read -r l; do
     SUMMARY+=("  test_cuda:${l}")
 done < <(grep "$NEW_CHECKS" "$LOGDIR/test_cuda.out" | cut -c1-200)
