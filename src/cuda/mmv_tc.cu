@@ -35,7 +35,7 @@
  * of each row at a time, BF16; 128 for Q8_0), and the warps sum their
  * partials through shared memory in warp order.
  * Determinism: a row's result depends on its weights, its x row and k
- * alone (W is a function of the weight), never on n, MT, U or the other
+ * alone (W is a function of the weight and the GPU), never on n, MT, U or the other
  * rows (mma's columns are independent), so decode and verify rows are
  * equal bit for bit (greedy MTP == AR rests on it), and the fused modes
  * equal the plain ones, since both run this code.
