@@ -1162,8 +1162,9 @@ static bool test_deq_host(void) {
     static const int q8_layouts[] = {MTPLX_CUDA_W_Q8_PACKED, MTPLX_CUDA_W_Q8_I8};
     for (size_t li = 0; built && li < 2; li++) {
         int64_t tm = 37, tk = 192;
-        size_t rs = mtplx_row_size(MTPLX_TYPE_Q8_0, tk), prow = (size_t)(tk + 2 * (tk / 32) + 15) / 16 * 16;
-        uint8_t *rows = malloc(rs * (size_t)tm), *packed = calloc((size_t)tm, prow);
+        /* a packed row is the GGUF row's bytes, padded to 16 */
+        size_t rs = mtplx_row_size(MTPLX_TYPE_Q8_0, tk);
+        uint8_t *rows = malloc(rs * (size_t)tm), *packed = calloc((size_t)tm, rs + 16);
         float *wf = rand_vec(tk, 1.0f), *want = malloc((size_t)tk * 4), *row_got = malloc((size_t)tk * 4);
         for (int64_t r = 0; r < tm; r++) {
             for (int64_t j = 0; j < tk; j++) wf[j] = grand();

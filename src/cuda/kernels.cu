@@ -912,21 +912,16 @@ extern "C" {
 int mtplx_cuda_deq_layout_row_host(int type, int layout, const void *W, int64_t k, int64_t r,
                                    float *out) {
     if (k <= 0 || k % 32 || r < 0) return -1;
-    const uint8_t *w8 = (const uint8_t *)W;
-    float w[8];
-    if (type == MTPLX_TYPE_BF16 && layout == MTPLX_CUDA_W_BF16_TILED) {
-        for (int64_t g = 0; g < k / 8; g++) {
-            deq8_layout<MTPLX_TYPE_BF16>(w8, (size_t)(2 * k), layout, k, r, g, w);
-            memcpy(out + g * 8, w, sizeof w);
-        }
-    } else if (type == MTPLX_TYPE_Q8_0 &&
-               (layout == MTPLX_CUDA_W_Q8_PACKED || (layout == MTPLX_CUDA_W_Q8_I8 && k % 64 == 0))) {
-        for (int64_t g = 0; g < k / 8; g++) {
-            deq8_layout<MTPLX_TYPE_Q8_0>(w8, mtplx_cuda_q8_0_packed_row(k), layout, k, r, g, w);
-            memcpy(out + g * 8, w, sizeof w);
-        }
-    } else {
+    bool bf16 = type == MTPLX_TYPE_BF16 && layout == MTPLX_CUDA_W_BF16_TILED;
+    if (!bf16 && !(type == MTPLX_TYPE_Q8_0 && (layout == MTPLX_CUDA_W_Q8_PACKED ||
+                                                (layout == MTPLX_CUDA_W_Q8_I8 && k % 64 == 0))))
         return -1;
+    size_t rb = bf16 ? (size_t)(2 * k) : mtplx_cuda_q8_0_packed_row(k);
+    float w[8];
+    for (int64_t g = 0; g < k / 8; g++) {
+        if (bf16) deq8_layout<MTPLX_TYPE_BF16>((const uint8_t *)W, rb, layout, k, r, g, w);
+        else deq8_layout<MTPLX_TYPE_Q8_0>((const uint8_t *)W, rb, layout, k, r, g, w);
+        memcpy(out + g * 8, w, sizeof w);
     }
     return 0;
 }

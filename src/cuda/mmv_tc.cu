@@ -404,6 +404,11 @@ void device_props() {
     n_sm_cached = sm, cc_major_cached = major;
 }
 
+/* the GPU's SM count after device_props (an H200's 132 where it is unknown) */
+int64_t n_sm() {
+    return n_sm_cached > 0 ? n_sm_cached : 132;
+}
+
 /* k steps in flight: registers a lane for the weights (BF16: 8 a row-tile
  * and step, Q8_0: 6) and x (8 an n-tile and step): about 128 for BF16,
  * 96 for Q8_0. H200, random-weight Qwen3 shapes (tools/cuda_bench.sh): a
@@ -439,8 +444,7 @@ int bf16_warps(int64_t m) {
         tc_warps_forced = w && strcmp(w, "8") == 0 ? 8 : w && strcmp(w, "4") == 0 ? 4 : 0;
     }
     if (tc_warps_forced) return tc_warps_forced;
-    int64_t sm = n_sm_cached > 0 ? n_sm_cached : 132;
-    return (m + 15) / 16 <= 2 * sm ? 8 : TC_WARPS;
+    return (m + 15) / 16 <= 2 * n_sm() ? 8 : TC_WARPS;
 }
 
 template <int T, int MT, int NT, bool TL>
@@ -493,7 +497,7 @@ cudaError_t launch_nt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t k,
                       int64_t n) {
     bool swiglu = job->mode == MTPLX_MMV_SWIGLU;
     int64_t slots = swiglu ? job->m[0] : job->m[0] + job->m[1] + job->m[2];
-    int64_t sm = n_sm_cached > 0 ? n_sm_cached : 132;
+    int64_t sm = n_sm();
     int W = T == MTPLX_TYPE_BF16 ? bf16_warps(job->m[0]) : TC_WARPS;
     if (swiglu || slots / 32 >= 4 * sm || (W == 8 && (slots + 15) / 16 > 2 * sm))
         return launch_mt<T, 2, NT>(st, job, W, slots, k, x, n);
