@@ -20,12 +20,14 @@
 #    greedy MTP == AR on the GPU (the built-in model, and a BF16 copy of it
 #    made with forge convert). Then the op checks under compute-sanitizer
 #    (memcheck), when it is there (MTPLX_CUDA_TEST_NO_MEMCHECK=1 skips it), and
-#    with the attention's look-ahead loads on (MTPLX_CUDA_ATTN_AHEAD=1).
+#    all of test_cuda again with every GEMV letting the next kernel launch as
+#    it starts (MTPLX_CUDA_TRIG_MB=0; by default only GEMVs of 32 MiB or more
+#    do, and the built-in model has none).
 #    MTPLX_CUDA_TEST_BUILD_ONLY=1 stops after step 2 (a build for a profiler run).
 # 4. mtplx run --device cuda on models/default.gguf, greedy, 256 tokens: AR and
 #    MTP depth 1..3 with CUDA graphs on and off (MTPLX_CUDA_GRAPHS=0), and MTP
-#    with the greedy picks on the host (MTPLX_CUDA_ARGMAX=0) or the attention's
-#    look-ahead loads (MTPLX_CUDA_ATTN_AHEAD=1): every text must
+#    with the greedy picks on the host (MTPLX_CUDA_ARGMAX=0) or every GEMV's
+#    early trigger (MTPLX_CUDA_TRIG_MB=0): every text must
 #    equal GPU AR's (checked); tok/s as a table (reported); the CPU for
 #    reference.
 # 5. --device cuda on bench, tune, forge verify (exit 0 checked), and a model
@@ -198,16 +200,16 @@ if [ -n "$SAN" ] && [ $HAVE_GPU = 1 ] && [ -z "${MTPLX_CUDA_TEST_NO_MEMCHECK:-}"
 else
     result "test_cuda ops under memcheck" skip "no compute-sanitizer, no GPU, or MTPLX_CUDA_TEST_NO_MEMCHECK set"
 fi
-# the attention's look-ahead loads (off by default until measured): the op checks with it on
+# every GEMV triggering its dependents as it starts (by default only large
+# ones): all of test_cuda with it (whole-model checks included)
 if [ $HAVE_GPU = 1 ]; then
-    (cd "$ROOT" && MTPLX_CUDA_ATTN_AHEAD=1 MTPLX_CUDA_TEST_OPS_ONLY=1 timeout 60 "$TEST") \
-        >"$LOGDIR/test_cuda.ahead.out" 2>&1
+    (cd "$ROOT" && MTPLX_CUDA_TRIG_MB=0 MTPLX_CUDA_TEST_BF16_MODEL="$BF16_MODEL" timeout 120 "$TEST") >"$LOGDIR/test_cuda.trig0.out" 2>&1
     rc=$?
-    line="$(grep 'test_cuda:' "$LOGDIR/test_cuda.ahead.out" | tail -1)"
-    if [ $rc -eq 0 ]; then result "test_cuda ops, MTPLX_CUDA_ATTN_AHEAD=1" ok "$line"
+    line="$(grep 'test_cuda:' "$LOGDIR/test_cuda.trig0.out" | tail -1)"
+    if [ $rc -eq 0 ]; then result "test_cuda, MTPLX_CUDA_TRIG_MB=0" ok "$line"
     else
-        grep 'FAIL' "$LOGDIR/test_cuda.ahead.out" | head -10 >>"$LOG"
-        result "test_cuda ops, MTPLX_CUDA_ATTN_AHEAD=1" FAIL "rc=$rc $line"
+        grep 'FAIL' "$LOGDIR/test_cuda.trig0.out" | head -10 >>"$LOG"
+        result "test_cuda, MTPLX_CUDA_TRIG_MB=0" FAIL "rc=$rc $line"
     fi
 fi
 
@@ -239,7 +241,7 @@ if [ $HAVE_GPU = 1 ]; then
         done
     done
     run_one mtp3_hostpick cuda MTPLX_CUDA_ARGMAX=0 -- --draft-depth 3 --no-adaptive || { ok=0; bad="$bad mtp3_hostpick"; }
-    run_one mtp3_ahead cuda MTPLX_CUDA_ATTN_AHEAD=1 -- --draft-depth 3 --no-adaptive || { ok=0; bad="$bad mtp3_ahead"; }
+    run_one mtp3_trig0 cuda MTPLX_CUDA_TRIG_MB=0 -- --draft-depth 3 --no-adaptive || { ok=0; bad="$bad mtp3_trig0"; }
     # sampled (temperature 0.8, top-k 40, seed 7): draws and the acceptance
     # test on the GPU (default) against on the host (MTPLX_CUDA_SAMPLE=0)
     for sv in 1 0; do
@@ -253,11 +255,11 @@ if [ $HAVE_GPU = 1 ]; then
     if [ $ok = 1 ]; then
         result "mtplx run --device cuda (17 runs)" ok "$(($(date +%s) - T0)) s"
         diff_list=""
-        for n in ar_g0 mtp1_g1 mtp2_g1 mtp3_g1 mtp1_g0 mtp2_g0 mtp3_g0 mtp3_hostpick mtp3_ahead; do
+        for n in ar_g0 mtp1_g1 mtp2_g1 mtp3_g1 mtp1_g0 mtp2_g0 mtp3_g0 mtp3_hostpick mtp3_trig0; do
             cmp -s "$SCRATCH/run_ar_g1.txt" "$SCRATCH/run_$n.txt" || diff_list="$diff_list $n"
         done
         if [ -z "$diff_list" ]; then
-            result "run: GPU greedy texts identical" ok "AR/MTP 1..3 x graphs on/off + host picks + attention look-ahead: $(wc -c <"$SCRATCH/run_ar_g1.txt") bytes each"
+            result "run: GPU greedy texts identical" ok "AR/MTP 1..3 x graphs on/off + host picks + early GEMV triggers: $(wc -c <"$SCRATCH/run_ar_g1.txt") bytes each"
         else
             result "run: GPU greedy texts identical" FAIL "differ from AR (graphs on):$diff_list"
             for n in $diff_list; do { echo "--- $n vs ar_g1:"; diff "$SCRATCH/run_ar_g1.txt" "$SCRATCH/run_$n.txt" | head -5; } >>"$LOG"; done

@@ -40,10 +40,11 @@ __global__ void qk_prep_kernel(float *q, float *k, const float *v, int n_head, i
     pdl_trigger(); /* (cuda_util.cuh's launch_k) */
     const int h = blockIdx.x, tid = threadIdx.x, bd = blockDim.x, half = hd / 2;
     const int64_t t = blockIdx.y, kvd = (int64_t)n_head_kv * hd;
-    /* the step block, the norm weights and the rotation angles were written
-     * before the kernel this one follows (the QKV GEMV waited for them), so
-     * they are read and the sines worked out while it ends; q, k and v only
-     * after the wait */
+    /* the step block (set before the graph is launched: no kernel of the
+     * step writes it), the norm weights and the rotation angles (uploaded
+     * before the first kernel of the chain of dependents started) are read
+     * and the sines worked out while the kernel before ends; q, k and v,
+     * which kernels of the step write, only after the wait */
     const int64_t pos = pos0 + (dyn ? dyn->pos0 : 0);
     float *x;
     const float *w;

@@ -205,6 +205,16 @@ static void launched(cuda_backend *c) {
     c->after_kernel = true;
 }
 
+/* A measurement switch, never for use: MTPLX_CUDA_BENCH_SKIP names kinds
+ * of kernel (any of norm, prep, attn, gemv, joined by +) that steps of at
+ * most 16 rows leave out, so that a benchmark shows what the rest of a
+ * step costs (bench/RESULTS.md section 28). The results are wrong. */
+static bool bench_skip(const char *what, int64_t n) {
+    static const char *s = (const char *)1;
+    if (s == (const char *)1) s = getenv("MTPLX_CUDA_BENCH_SKIP");
+    return s && n <= 16 && strstr(s, what);
+}
+
 static size_t slot_of(const void *p, size_t cap) {
     uint64_t h = (uint64_t)(uintptr_t)p;
     h ^= h >> 33;
@@ -477,6 +487,7 @@ static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const
         j.m[i] = w[i]->m;
     }
     set_norm(c, &j, norm, eps, w[0]->k);
+    if (bench_skip("gemv", n)) return true;
     j.pdl = pdl_next(c);
     CK(mtplx_cuda_mmv(c->stream, w[0]->type, &j, w[0]->k, x, n), "matmul_multi (mmv)");
     launched(c);
@@ -494,6 +505,7 @@ static bool cu_matmul_swiglu(mtplx_backend *be, const mtplx_weight *gate, const 
     j.w[1] = mmv_weight(c, up);
     j.m[1] = up->m;
     set_norm(c, &j, norm, eps, gate->k);
+    if (bench_skip("gemv", n)) return true;
     j.pdl = pdl_next(c);
     CK(mtplx_cuda_mmv(c->stream, gate->type, &j, gate->k, x, n), "matmul_swiglu (mmv)");
     launched(c);
@@ -505,6 +517,7 @@ static bool cu_matmul_add(mtplx_backend *be, const mtplx_weight *w, const float 
     cuda_backend *c = (cuda_backend *)be;
     if (!fusable(c, w, x, n)) return false;
     mtplx_cuda_mmv_job j = mmv_job1(c, MTPLX_MMV_ADD, w, NULL, y);
+    if (bench_skip("gemv", n)) return true;
     j.pdl = pdl_next(c);
     CK(mtplx_cuda_mmv(c->stream, w->type, &j, w->k, x, n), "matmul_add (mmv)");
     launched(c);
@@ -524,6 +537,7 @@ static bool cu_qk_norm_rope_store(mtplx_backend *be, float *q, float *k, const f
     const float *qn = param(c, q_norm, hb), *kn = param(c, k_norm, hb);
     const float *f = param(c, inv_freq, hb / 2);
     const mtplx_cuda_step *dyn = step_pos(c, &pos0);
+    if (bench_skip("prep", n)) return true;
     CK(mtplx_cuda_qk_norm_rope_store(c->stream, q, k, v, n, n_head, n_head_kv, head_dim, qn, kn,
                                      eps, pos0, f, neox, kv_type, kc, vc, dyn, pdl_next(c)),
        "qk_norm_rope_store");
@@ -535,6 +549,7 @@ static void cu_rmsnorm(mtplx_backend *be, const float *x, const float *w, float 
                        int64_t d, float eps) {
     cuda_backend *c = (cuda_backend *)be;
     const float *wd = param(c, w, (size_t)d * sizeof(float));
+    if (bench_skip("norm", n)) return;
     CK(mtplx_cuda_rmsnorm(c->stream, x, wd, out, n, d, eps, pdl_next(c)), "rmsnorm");
     launched(c);
 }
@@ -569,6 +584,7 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
                          int64_t pos0, float scale, float *out) {
     cuda_backend *c = (cuda_backend *)be;
     const mtplx_cuda_step *dyn = step_pos(c, &pos0);
+    if (bench_skip("attn", n_tok)) return;
     if (c->paths.flash && n_tok > MTPLX_CUDA_STEP_ROWS)
         CK(mtplx_cuda_attention_flash(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v,
                                       kv_type, pos0, scale, out, dyn),

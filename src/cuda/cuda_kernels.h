@@ -149,6 +149,10 @@ typedef struct mtplx_cuda_mmv_job {
     /* BF16 weights in mtplx_cuda_tile_bf16's layout (mmv_tc.cu only;
      * mtplx_cuda_mmv refuses the job on any other path) */
     bool tiled;
+    /* set by the GEMV's own launcher, not the caller: its blocks let the
+     * next kernel launch as they start, not after their k loop
+     * (cuda_util.cuh's trig_start_bytes) */
+    bool trig_start;
 } mtplx_cuda_mmv_job;
 /* Whether the mmv kernel takes this type, k and x (alignment); if not, use
  * mtplx_cuda_matmul. */

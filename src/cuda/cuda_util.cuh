@@ -16,6 +16,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define HD __host__ __device__ __forceinline__
@@ -146,6 +147,28 @@ __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+}
+
+/* Whether a GEMV (mmv_tc.cu, mmv_i8.cu) that reads this many weight bytes
+ * lets the next kernel launch as its blocks start (job.trig_start) rather
+ * than after their k loop: at 32 MiB or more. The next kernel's blocks then
+ * get resident while the GEMV still streams (where SM slots are free: the
+ * last wave, a grid that leaves some) and wait at their pdl_wait, so the
+ * launch gap after the GEMV closes. Measured on an H200 (bench/RESULTS.md
+ * section 28), same runs: 8B BF16 decode 4.55 -> 4.41 ms (every matrix is
+ * 32 MiB or more), 8B Q8_0 3.41 -> 3.36; at 16 MiB 1.7B Q8_0 got 3% slower
+ * (its 27 MiB gate/up), and for 0.6B's matrices (all under 12 MiB) the
+ * trigger on every GEMV was 2% slower. Only when the next kernel starts
+ * changes, never what it computes: every kernel waits before it reads what
+ * a kernel of the step wrote. MTPLX_CUDA_TRIG_MB=N (read once per file)
+ * moves the threshold, for measurements. */
+inline bool trig_start_bytes(int64_t bytes) {
+    static int64_t min_bytes = -1;
+    if (min_bytes < 0) {
+        const char *e = getenv("MTPLX_CUDA_TRIG_MB");
+        min_bytes = (e && *e ? (int64_t)atoll(e) : 32) << 20;
+    }
+    return bytes >= min_bytes;
 }
 
 /* Whether the current device has PDL (sm_90 or newer); asked once. */

@@ -38,7 +38,6 @@ extern "C" {
 #include <cuda_fp16.h>
 #include <math.h>
 #include <mma.h>
-#include <stdlib.h>
 #include <string.h>
 
 namespace {
@@ -612,43 +611,17 @@ __device__ __forceinline__ float kv_load(const void *base, size_t idx) {
 
 /* Block (head h, token t): warps take cache positions round-robin, each with
  * its own running max / sum / output (online softmax); lanes split head_dim
- * (element lane + 32 e). The warps' partial results are merged at the end.
- * AHEAD (MTPLX_CUDA_ATTN_AHEAD=1, not yet measured: bench/RESULTS.md
- * section 27): a warp loads the K and V rows of its next position while it
- * works on the current one, and its first row, when an earlier step wrote
- * it (the kernel before this one waited for that step), before its wait;
- * the same arithmetic in the same order. */
+ * (element lane + 32 e). The warps' partial results are merged at the end. */
 template <bool F16>
-__device__ __forceinline__ void kv_rows(const void *K, const void *V, size_t base, int hd, int lane,
-                                        float (&kr)[ATT_MAXE], float (&vr)[ATT_MAXE]) {
-#pragma unroll
-    for (int e = 0; e < ATT_MAXE; e++) {
-        int j = lane + 32 * e;
-        kr[e] = j < hd ? kv_load<F16>(K, base + j) : 0.f;
-        vr[e] = j < hd ? kv_load<F16>(V, base + j) : 0.f;
-    }
-}
-
-template <bool F16, bool AHEAD>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_kernel(const float *__restrict__ q, int n_head, int n_head_kv, int hd,
                 const void *__restrict__ K, const void *__restrict__ V, int64_t pos0, float scale,
                 float *__restrict__ out, const mtplx_cuda_step *__restrict__ dyn) {
-    pdl_trigger(); /* (launch_k) */
-    if constexpr (!AHEAD) pdl_wait();
+    pdl_trigger(), pdl_wait(); /* (launch_k) */
     pos0 += dyn_pos(dyn);
     int h = blockIdx.x;
     int64_t t = blockIdx.y;
     int kvh = h / (n_head / n_head_kv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int64_t n_kv = pos0 + t + 1;
-    size_t row = (size_t)n_head_kv * hd, off = (size_t)kvh * hd;
-    float kr[ATT_MAXE], vr[ATT_MAXE]; /* AHEAD: the rows of the warp's next position */
-    if constexpr (AHEAD) {
-        const bool early = warp < pos0;
-        if (early) kv_rows<F16>(K, V, (size_t)warp * row + off, hd, lane, kr, vr);
-        pdl_wait();
-        if (!early && warp < n_kv) kv_rows<F16>(K, V, (size_t)warp * row + off, hd, lane, kr, vr);
-    }
     const float *qp = q + ((size_t)t * n_head + h) * hd;
     float qr[ATT_MAXE], acc[ATT_MAXE];
 #pragma unroll
@@ -658,19 +631,15 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         acc[e] = 0.f;
     }
     float mx = -INFINITY, sum = 0.f;
+    int64_t n_kv = pos0 + t + 1;
+    size_t row = (size_t)n_head_kv * hd, off = (size_t)kvh * hd;
     for (int64_t p = warp; p < n_kv; p += ATT_WARPS) {
         size_t base = (size_t)p * row + off;
-        float kc[ATT_MAXE], vc[ATT_MAXE];
-        if constexpr (AHEAD) {
-#pragma unroll
-            for (int e = 0; e < ATT_MAXE; e++) kc[e] = kr[e], vc[e] = vr[e];
-            if (p + ATT_WARPS < n_kv) kv_rows<F16>(K, V, base + ATT_WARPS * row, hd, lane, kr, vr);
-        }
         float s = 0.f;
 #pragma unroll
         for (int e = 0; e < ATT_MAXE; e++) {
             int j = lane + 32 * e;
-            if (j < hd) s += qr[e] * (AHEAD ? kc[e] : kv_load<F16>(K, base + j));
+            if (j < hd) s += qr[e] * kv_load<F16>(K, base + j);
         }
         s = warp_sum(s) * scale;
         float mn = fmaxf(mx, s), c = expf(mx - mn), pw = expf(s - mn);
@@ -678,7 +647,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 #pragma unroll
         for (int e = 0; e < ATT_MAXE; e++) {
             int j = lane + 32 * e;
-            if (j < hd) acc[e] = acc[e] * c + pw * (AHEAD ? vc[e] : kv_load<F16>(V, base + j));
+            if (j < hd) acc[e] = acc[e] * c + pw * kv_load<F16>(V, base + j);
         }
         mx = mn;
     }
@@ -1094,17 +1063,9 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
                                  const mtplx_cuda_step *dyn, bool pdl) {
     if (head_dim > 32 * ATT_MAXE || n_head % n_head_kv != 0) return cudaErrorInvalidValue;
     dim3 grid((unsigned)n_head, (unsigned)n_tok);
-    static int ahead = -1; /* MTPLX_CUDA_ATTN_AHEAD=1 (read once): attn_kernel's AHEAD */
-    if (ahead < 0) {
-        const char *e = getenv("MTPLX_CUDA_ATTN_AHEAD");
-        ahead = e && strcmp(e, "1") == 0;
-    }
-    bool f16 = kv_type == MTPLX_TYPE_F16;
-    return launch_k(pdl,
-                    ahead ? (f16 ? attn_kernel<true, true> : attn_kernel<false, true>)
-                          : (f16 ? attn_kernel<true, false> : attn_kernel<false, false>),
-                    grid, dim3(ATT_WARPS * 32), 0, s, q, n_head, n_head_kv, head_dim, k, v, pos0,
-                    scale, out, dyn);
+    return launch_k(pdl, kv_type == MTPLX_TYPE_F16 ? attn_kernel<true> : attn_kernel<false>, grid,
+                    dim3(ATT_WARPS * 32), 0, s, q, n_head, n_head_kv, head_dim, k, v, pos0, scale,
+                    out, dyn);
 }
 
 cudaError_t mtplx_cuda_attention_flash(cudaStream_t s, const float *q, int64_t n_tok, int n_head,

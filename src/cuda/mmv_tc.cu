@@ -211,11 +211,14 @@ __device__ __forceinline__ void mma_rows_x(float (&d)[4], const uint32_t (&a)[8]
  * launch_k), the kernel starts while the one before it (an rmsnorm, the
  * attention, another GEMV's epilogue) still runs: each warp issues its
  * first U steps' weight loads, then waits for x. It lets the next kernel
- * start once its k loop is done. None of this changes which values are
- * summed in which order. (Prefetching more weights into L2 before the wait
- * made 0.6B BF16 decode slower, 0.984 -> 1.029 ms; working out a fused
- * rmsnorm's scale in rmsnorm_kernel's order here, for the same bits with
- * one launch fewer, 0.997 -> 1.458 ms: bench/RESULTS.md section 21.) */
+ * start once its k loop is done, or as it starts when it reads 32 MiB or
+ * more (job.trig_start). None of this changes which values are summed in
+ * which order. (Prefetching more weights into L2 before the wait made 0.6B
+ * BF16 decode slower, 0.984 -> 1.029 ms, per-lane prefetches of 8 KB a
+ * warp, and again as one bulk prefetch of the block's tile, 0.842 -> 0.90
+ * ms, 8B 4.57 -> 5.46 at 512 KB a block; working out a fused rmsnorm's
+ * scale in rmsnorm_kernel's order here, for the same bits with one launch
+ * fewer, 0.997 -> 1.458 ms: bench/RESULTS.md sections 21 and 28.) */
 template <int T, int MT, int NT, int U, bool TL, int W>
 __device__ __forceinline__ void mmv_tc_body(const mtplx_cuda_mmv_job &job, int64_t k, int64_t rb,
                                             const float *__restrict__ x, int64_t n) {
@@ -237,6 +240,7 @@ __device__ __forceinline__ void mmv_tc_body(const mtplx_cuda_mmv_job &job, int64
         xr[u] = x + (xlive[u] ? i : 0) * k;
     }
 
+    if (job.trig_start) pdl_trigger(); /* (trig_start_bytes) */
     float acc[MT][NT][4];
 #pragma unroll
     for (int t = 0; t < MT; t++)
@@ -467,9 +471,11 @@ cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int W, int
     int64_t rb = T == MTPLX_TYPE_BF16   ? 2 * k
                  : T == MTPLX_TYPE_Q4_K ? k / QK_K * (int64_t)sizeof(block_q4_K)
                                         : (int64_t)mtplx_cuda_q8_0_packed_row(k);
+    mtplx_cuda_mmv_job j = *job;
+    j.trig_start = trig_start_bytes((job->mode == MTPLX_MMV_SWIGLU ? 2 : 1) * slots * rb);
     if constexpr (T == MTPLX_TYPE_BF16)
-        if (job->tiled) return launch_w<T, MT, NT, true>(st, job, W, grid, k, rb, x, n);
-    return launch_w<T, MT, NT, false>(st, job, W, grid, k, rb, x, n);
+        if (job->tiled) return launch_w<T, MT, NT, true>(st, &j, W, grid, k, rb, x, n);
+    return launch_w<T, MT, NT, false>(st, &j, W, grid, k, rb, x, n);
 }
 
 /* mtplx_cuda_tile_bf16: 16-byte chunk c of the tiled output (one thread

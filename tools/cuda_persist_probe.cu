@@ -1,0 +1,306 @@
+/* cuda_persist_probe.cu: what a decode step's chain of GEMVs costs as one
+ * kernel a matrix (a CUDA graph with programmatic dependent launch, as the
+ * backend runs it) against one persistent kernel that runs the whole chain
+ * with a grid-wide barrier between matrices (issue 10: the 0.6B goal is a
+ * matter of what each kernel boundary costs). Not part of the build:
+ *   nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude -Isrc tools/cuda_persist_probe.cu -o persist_probe
+ *   ./persist_probe [0.6b|1.7b] [head 0|1]
+ *
+ * The chain is a Qwen3 decode step's four BF16 matrices a layer (fused QKV,
+ * o-proj, gate + up as one matrix, down; random weights) times its layers,
+ * and the output head when asked. Each matrix is multiplied by the output of
+ * the one before (its first k values), through global memory, as in the
+ * real step; no norms, attention or SwiGLU (the matrices are what both
+ * shapes share). Both variants run the same GEMV code on the same grid (two
+ * blocks of 8 warps an SM): a warp takes one row at a time, its lanes 16
+ * bytes of weights each per 256 elements of k; before it waits for x (PDL's
+ * wait, or the barrier) each warp loads its first row's weights, as
+ * mmv_tc.cu does. The persistent kernel's barrier is either a counter in
+ * global memory (each block adds one after a fence and spins until the
+ * count of its round is reached) or a flag a block (each block stores its
+ * round; each block's first warp reads all flags until they reach it). The outputs of the two variants must be equal bit
+ * for bit (the same arithmetic in the same order); the probe says so.
+ * Prints ms a step (median of 50 graph launches) and GB/s of weights. */
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <cuda_runtime.h>
+#include <vector>
+
+#include "cuda/cuda_util.cuh"
+
+#define CK(x)                                                                                \
+    do {                                                                                     \
+        cudaError_t e_ = (x);                                                                \
+        if (e_ != cudaSuccess) {                                                             \
+            fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                         \
+            return 1;                                                                        \
+        }                                                                                    \
+    } while (0)
+
+namespace {
+
+struct Mat {
+    const uint4 *w; /* bf16 rows of k */
+    int m, k;
+};
+
+constexpr int WARPS = 8, G = 8; /* warps a block; 16-byte chunks a lane loads at once */
+
+__device__ __forceinline__ uint4 ldw(const uint4 *p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ float dot8(uint4 w, const float *x) {
+    const uint32_t a[4] = {w.x, w.y, w.z, w.w};
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        s = fmaf(__uint_as_float(a[i] << 16), x[2 * i], s);
+        s = fmaf(__uint_as_float(a[i] & 0xFFFF0000u), x[2 * i + 1], s);
+    }
+    return s;
+}
+
+/* chunks [c0, c0 + G) of row r's lane share (chunk j of a lane is lane + 32 j) */
+__device__ __forceinline__ void load_group(const Mat &M, int r, int c0, int lane, uint4 (&w)[G]) {
+    const int nc = M.k / 256; /* chunks a lane */
+#pragma unroll
+    for (int j = 0; j < G; j++)
+        w[j] = c0 + j < nc ? ldw(M.w + (int64_t)r * (M.k / 8) + (c0 + j) * 32 + lane)
+                           : make_uint4(0, 0, 0, 0);
+}
+
+/* y = M x for the rows of this warp (r = gw, gw + nw, ...); w holds row gw's
+ * first group already (when gw < m). x is in shared memory. */
+__device__ __forceinline__ void gemv_rows(const Mat &M, const float *xs, float *y, int gw, int nw,
+                                          int lane, uint4 (&w)[G]) {
+    const int nc = M.k / 256;
+    for (int r = gw; r < M.m; r += nw) {
+        if (r != gw) load_group(M, r, 0, lane, w);
+        float s = 0.f;
+        for (int c0 = 0; c0 < nc; c0 += G) {
+            if (c0) load_group(M, r, c0, lane, w);
+#pragma unroll
+            for (int j = 0; j < G; j++)
+                if (c0 + j < nc) s += dot8(w[j], xs + 8 * ((c0 + j) * 32 + lane));
+        }
+#pragma unroll
+        for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) y[r] = s;
+    }
+}
+
+__device__ __forceinline__ void x_to_shared(float *xs, const float *x, int k) {
+    for (int i = threadIdx.x; i < k; i += blockDim.x) xs[i] = __ldcg(x + i);
+    __syncthreads();
+}
+
+constexpr int KMAX = 8192;
+
+/* one matrix: a programmatic dependent of the kernel before */
+__global__ void __launch_bounds__(WARPS * 32, 2) gemv_kernel(Mat M, const float *x, float *y) {
+    __shared__ float xs[KMAX];
+    pdl_trigger();
+    const int lane = threadIdx.x & 31, nw = gridDim.x * WARPS;
+    const int gw = blockIdx.x * WARPS + (threadIdx.x >> 5);
+    uint4 w[G];
+    if (gw < M.m) load_group(M, gw, 0, lane, w);
+    pdl_wait();
+    x_to_shared(xs, x, M.k);
+    gemv_rows(M, xs, y, gw, nw, lane, w);
+}
+
+__device__ __forceinline__ void grid_barrier(unsigned *count, unsigned target) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(count, 1u);
+        unsigned v;
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(count) : "memory");
+        } while (v < target);
+    }
+    __syncthreads();
+}
+
+/* the same with a flag a block: a block stores its round (release) and its
+ * first warp reads every block's flag (acquire) until all have reached it;
+ * no atomics, no one address that all blocks write */
+__device__ __forceinline__ void flag_barrier(unsigned *flags, unsigned round) {
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        if (threadIdx.x == 0)
+            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flags + blockIdx.x), "r"(round)
+                         : "memory");
+        for (unsigned b = threadIdx.x; b < gridDim.x; b += 32) {
+            unsigned v;
+            do {
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flags + b) : "memory");
+            } while (v < round);
+        }
+        __syncwarp();
+    }
+    __syncthreads();
+}
+
+/* the whole chain: matrix i reads buf[i % 2], writes buf[(i + 1) % 2];
+ * count: one counter (flags == NULL) or a flag a block */
+__global__ void __launch_bounds__(WARPS * 32, 2)
+    persist_kernel(const Mat *mats, int nm, float *b0, float *b1, unsigned *count, unsigned *flags) {
+    __shared__ float xs[KMAX];
+    const int lane = threadIdx.x & 31, nw = gridDim.x * WARPS;
+    const int gw = blockIdx.x * WARPS + (threadIdx.x >> 5);
+    for (int i = 0; i < nm; i++) {
+        const Mat M = mats[i];
+        uint4 w[G];
+        if (gw < M.m) load_group(M, gw, 0, lane, w);
+        if (i && flags) flag_barrier(flags, (unsigned)i);
+        else if (i) grid_barrier(count, (unsigned)i * gridDim.x);
+        const float *x = i % 2 ? b1 : b0;
+        float *y = i % 2 ? b0 : b1;
+        x_to_shared(xs, x, M.k);
+        gemv_rows(M, xs, y, gw, nw, lane, w);
+        __syncthreads(); /* xs is read by all warps before the next x goes in */
+    }
+}
+
+__global__ void fill_bf16(uint16_t *p, int64_t n, uint32_t seed) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+        h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+        float f = ((int)(h & 0xFFFF) - 32768) * (1.f / 32768.f) * 0.05f;
+        p[i] = (uint16_t)(__float_as_uint(f) >> 16);
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    const char *size = argc > 1 ? argv[1] : "0.6b";
+    const bool head = argc > 2 && atoi(argv[2]);
+    int d, q, kv, ff, L;
+    if (!strcmp(size, "1.7b")) d = 2048, q = 2048, kv = 1024, ff = 6144, L = 28;
+    else d = 1024, q = 2048, kv = 1024, ff = 3072, L = 28;
+    std::vector<Mat> mats;
+    std::vector<std::pair<int, int>> shapes;
+    for (int l = 0; l < L; l++) {
+        shapes.push_back({q + 2 * kv, d});
+        shapes.push_back({d, q});
+        shapes.push_back({2 * ff, d});
+        shapes.push_back({d, ff});
+    }
+    if (head) shapes.push_back({151936, d});
+    int64_t bytes = 0;
+    for (auto [m, k] : shapes) {
+        void *p;
+        CK(cudaMalloc(&p, (size_t)m * k * 2));
+        fill_bf16<<<1024, 256>>>((uint16_t *)p, (int64_t)m * k, (uint32_t)mats.size() * 7919u);
+        mats.push_back({(const uint4 *)p, m, k});
+        bytes += (int64_t)m * k * 2;
+    }
+    int64_t maxm = 0;
+    for (auto &M : mats) maxm = std::max<int64_t>(maxm, std::max(M.m, M.k));
+    float *buf[2], *ref;
+    unsigned *count, *flags;
+    Mat *dm;
+    CK(cudaMalloc(&buf[0], maxm * 4));
+    CK(cudaMalloc(&buf[1], maxm * 4));
+    CK(cudaMalloc(&ref, maxm * 4));
+    CK(cudaMalloc(&count, 4));
+    CK(cudaMalloc(&flags, 4096 * 4));
+    CK(cudaMalloc(&dm, mats.size() * sizeof(Mat)));
+    CK(cudaMemcpy(dm, mats.data(), mats.size() * sizeof(Mat), cudaMemcpyHostToDevice));
+    std::vector<float> x0(maxm);
+    for (int64_t i = 0; i < maxm; i++) x0[i] = (float)((i * 37) % 101) / 101.f - 0.5f;
+    int dev = 0, sms = 0;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    int per_sm = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persist_kernel, WARPS * 32, 0));
+    const int grid = sms * std::min(per_sm, 2);
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    const int nm = (int)mats.size();
+
+    /* the graphs: A, one kernel a matrix; B, the persistent kernel */
+    cudaGraphExec_t ga, gb, gc;
+    {
+        cudaGraph_t g;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        CK(cudaMemcpyAsync(buf[0], x0.data(), maxm * 4, cudaMemcpyHostToDevice, st));
+        for (int i = 0; i < nm; i++)
+            CK(launch_k(i > 0, gemv_kernel, dim3(grid), dim3(WARPS * 32), 0, st, mats[i],
+                        (const float *)buf[i % 2], buf[(i + 1) % 2]));
+        CK(cudaStreamEndCapture(st, &g));
+        CK(cudaGraphInstantiate(&ga, g, 0));
+    }
+    {
+        cudaGraph_t g;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        CK(cudaMemcpyAsync(buf[0], x0.data(), maxm * 4, cudaMemcpyHostToDevice, st));
+        CK(cudaMemsetAsync(count, 0, 4, st));
+        persist_kernel<<<grid, WARPS * 32, 0, st>>>(dm, nm, buf[0], buf[1], count, nullptr);
+        CK(cudaStreamEndCapture(st, &g));
+        CK(cudaGraphInstantiate(&gb, g, 0));
+    }
+    {
+        cudaGraph_t g;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        CK(cudaMemcpyAsync(buf[0], x0.data(), maxm * 4, cudaMemcpyHostToDevice, st));
+        CK(cudaMemsetAsync(flags, 0, 4096 * 4, st));
+        persist_kernel<<<grid, WARPS * 32, 0, st>>>(dm, nm, buf[0], buf[1], count, flags);
+        CK(cudaStreamEndCapture(st, &g));
+        CK(cudaGraphInstantiate(&gc, g, 0));
+    }
+    /* same bits */
+    std::vector<float> ya(maxm), yb(maxm);
+    const int last = nm % 2;
+    CK(cudaGraphLaunch(ga, st));
+    CK(cudaStreamSynchronize(st));
+    CK(cudaMemcpy(ya.data(), buf[last], maxm * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemset(buf[last], 0, maxm * 4));
+    CK(cudaGraphLaunch(gb, st));
+    CK(cudaStreamSynchronize(st));
+    CK(cudaMemcpy(yb.data(), buf[last], maxm * 4, cudaMemcpyDeviceToHost));
+    std::vector<float> yc(maxm);
+    CK(cudaMemset(buf[last], 0, maxm * 4));
+    CK(cudaGraphLaunch(gc, st));
+    CK(cudaStreamSynchronize(st));
+    CK(cudaMemcpy(yc.data(), buf[last], maxm * 4, cudaMemcpyDeviceToHost));
+    const int mlast = mats.back().m;
+    const bool same = memcmp(ya.data(), yb.data(), (size_t)mlast * 4) == 0 &&
+                      memcmp(ya.data(), yc.data(), (size_t)mlast * 4) == 0;
+
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    double med[3];
+    for (int v = 0; v < 3; v++) {
+        std::vector<float> t;
+        for (int rep = 0; rep < 60; rep++) {
+            CK(cudaEventRecord(e0, st));
+            CK(cudaGraphLaunch(v == 2 ? gc : v ? gb : ga, st));
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            if (rep >= 10) t.push_back(ms);
+        }
+        std::sort(t.begin(), t.end());
+        med[v] = t[t.size() / 2];
+    }
+    printf("persist_probe %s%s: %d matrices, %.3f GB, grid %d x %d threads; outputs %s\n", size,
+           head ? " + head" : "", nm, bytes / 1e9, grid, WARPS * 32,
+           same ? "equal bit for bit" : "DIFFER");
+    printf("  kernel a matrix (graph, PDL): %.3f ms  %.0f GB/s\n", med[0], bytes / med[0] / 1e6);
+    printf("  persistent, one counter:      %.3f ms  %.0f GB/s\n", med[1], bytes / med[1] / 1e6);
+    printf("  persistent, a flag a block:   %.3f ms  %.0f GB/s\n", med[2], bytes / med[2] / 1e6);
+    return same ? 0 : 1;
+}
