@@ -157,8 +157,8 @@ __device__ __forceinline__ void pdl_wait() {
  * launch gap after the GEMV closes. Measured on an H200 (bench/RESULTS.md
  * section 28), same runs: 8B BF16 decode 4.55 -> 4.41 ms (every matrix is
  * 32 MiB or more), 8B Q8_0 3.41 -> 3.36; at 16 MiB 1.7B Q8_0 got 3% slower
- * (its 27 MiB gate/up), and for 0.6B's matrices (all under 12 MiB) the
- * trigger on every GEMV was 2% slower. Only when the next kernel starts
+ * (its 27 MiB gate/up), and for 0.6B's layer matrices (all under 12 MiB)
+ * the trigger on every GEMV was 2% slower. Only when the next kernel starts
  * changes, never what it computes: every kernel waits before it reads what
  * a kernel of the step wrote. MTPLX_CUDA_TRIG_MB=N (read once per file)
  * moves the threshold, for measurements. */
