@@ -4,7 +4,7 @@
  * with a grid-wide barrier between matrices (issue 10: the 0.6B goal is a
  * matter of what each kernel boundary costs). Not part of the build:
  *   nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude -Isrc tools/cuda_persist_probe.cu -o persist_probe
- *   ./persist_probe [0.6b|1.7b] [head 0|1]
+ *   ./persist_probe [0.6b|1.7b] [head 0|1] [blocks an SM 1|2]
  *
  * The chain is a Qwen3 decode step's four BF16 matrices a layer (fused QKV,
  * o-proj, gate + up as one matrix, down; random weights) times its layers,
@@ -185,6 +185,12 @@ __global__ void fill_bf16(uint16_t *p, int64_t n, uint32_t seed) {
 int main(int argc, char **argv) {
     const char *size = argc > 1 ? argv[1] : "0.6b";
     const bool head = argc > 2 && atoi(argv[2]);
+    /* 2 blocks an SM (default) fill every slot the GEMV's registers allow,
+     * so a matrix's blocks get resident only as the one before's end; with
+     * 1, each SM has room for the next matrix's block (launched at once:
+     * gemv_kernel triggers first thing), which loads its first weights
+     * while the current one runs. Not yet run (bench/RESULTS.md section 28). */
+    const int blocks_sm = argc > 3 ? std::max(1, std::min(2, atoi(argv[3]))) : 2;
     int d, q, kv, ff, L;
     if (!strcmp(size, "1.7b")) d = 2048, q = 2048, kv = 1024, ff = 6144, L = 28;
     else d = 1024, q = 2048, kv = 1024, ff = 3072, L = 28;
@@ -224,7 +230,7 @@ int main(int argc, char **argv) {
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     int per_sm = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persist_kernel, WARPS * 32, 0));
-    const int grid = sms * std::min(per_sm, 2);
+    const int grid = sms * std::min(per_sm, blocks_sm);
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     const int nm = (int)mats.size();
