@@ -28,16 +28,15 @@
 #include <cuda_runtime.h>
 #include <vector>
 
+#define _Noreturn [[noreturn]]
+extern "C" {
+#include "kernels/kernels.h"
+}
+#include "cuda/cuda_kernels.h"
 #include "cuda/cuda_util.cuh"
+#include "cuda/mmv_tile.cuh" /* ld_stream16: the GEMVs' weight load */
 
-#define CK(x)                                                                                \
-    do {                                                                                     \
-        cudaError_t e_ = (x);                                                                \
-        if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                         \
-            return 1;                                                                        \
-        }                                                                                    \
-    } while (0)
+#include "cuda_tool.cuh" /* CK */
 
 namespace {
 
@@ -48,13 +47,6 @@ struct Mat {
 
 constexpr int WARPS = 8, G = 8; /* warps a block; 16-byte chunks a lane loads at once */
 
-__device__ __forceinline__ uint4 ldw(const uint4 *p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
 
 __device__ __forceinline__ float dot8(uint4 w, const float *x) {
     const uint32_t a[4] = {w.x, w.y, w.z, w.w};
@@ -72,7 +64,7 @@ __device__ __forceinline__ void load_group(const Mat &M, int r, int c0, int lane
     const int nc = M.k / 256; /* chunks a lane */
 #pragma unroll
     for (int j = 0; j < G; j++)
-        w[j] = c0 + j < nc ? ldw(M.w + (int64_t)r * (M.k / 8) + (c0 + j) * 32 + lane)
+        w[j] = c0 + j < nc ? ld_stream16(M.w + (int64_t)r * (M.k / 8) + (c0 + j) * 32 + lane)
                            : make_uint4(0, 0, 0, 0);
 }
 

@@ -31,14 +31,7 @@ extern "C" {
 #include "cuda/cuda_util.cuh"
 #include "cuda/mmv_tile.cuh" /* ld_stream16: the GEMVs' weight load */
 
-#define CK(x)                                                                                        \
-    do {                                                                                             \
-        cudaError_t e_ = (x);                                                                        \
-        if (e_ != cudaSuccess) {                                                                     \
-            fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                                 \
-            return 1;                                                                                \
-        }                                                                                            \
-    } while (0)
+#include "cuda_tool.cuh" /* CK */
 
 __global__ void copy_k(const uint4 *a, int64_t n, uint32_t *sink) {
     uint32_t s = 0;

@@ -1,0 +1,19 @@
+/* cuda_tool.cuh: what the standalone CUDA probes in tools/ share
+ * (cuda_probe.cu, cuda_persist_probe.cu): CK(x) prints a failed CUDA call
+ * and returns 1 from main. */
+#ifndef MTPLX_CUDA_TOOL_CUH
+#define MTPLX_CUDA_TOOL_CUH
+
+#include <cstdio>
+#include <cuda_runtime.h>
+
+#define CK(x)                                                                                \
+    do {                                                                                     \
+        cudaError_t e_ = (x);                                                                \
+        if (e_ != cudaSuccess) {                                                             \
+            fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                         \
+            return 1;                                                                        \
+        }                                                                                    \
+    } while (0)
+
+#endif
