@@ -592,7 +592,8 @@ static void test_tiled(void) {
 /* BF16 weights of few rows take 8 warps a block (mmv_tc.cu's bf16_warps),
  * and a fused QKV of such weights too large for one wave of those blocks
  * takes two row tiles a block: its rows must still equal the three plain
- * matmuls' (one tile a block), bit for bit, at every n. */
+ * matmuls' (one tile a block), bit for bit, at every n. The same for a
+ * SwiGLU of such weights (two or three tiles a block). */
 static void test_w8_tiles(void) {
     if (!mtplx_cuda_get_paths(gpu).mma) return;
     const int64_t k = 416, ms[3] = {2048, 1536, 1040}; /* 4624 rows: 289 tiles of 16 */
@@ -604,6 +605,9 @@ static void test_w8_tiles(void) {
         w[j] = (mtplx_weight){.type = MTPLX_TYPE_BF16, .m = ms[j], .k = k, .data = W[j]};
         wp[j] = &w[j];
     }
+    uint8_t *Wg = rand_weight(MTPLX_TYPE_BF16, 2600, k), *Wu = rand_weight(MTPLX_TYPE_BF16, 2600, k);
+    const mtplx_weight gate = {.type = MTPLX_TYPE_BF16, .m = 2600, .k = k, .data = Wg};
+    const mtplx_weight up = {.type = MTPLX_TYPE_BF16, .m = 2600, .k = k, .data = Wu};
     static const int64_t ns[] = {1, 4, 16};
     for (size_t ni = 0; ni < 3; ni++) {
         int64_t n = ns[ni];
@@ -624,12 +628,29 @@ static void test_w8_tiles(void) {
                "BF16 k=%lld n=%-2lld QKV of 4624 rows (8 warps, 2 tiles a block on a GPU of at most 144 SMs) "
                "== 3 matmuls (1 tile), bit for bit%s",
                (long long)k, (long long)n, took ? "" : " (not taken)");
+        /* gate / up of 2600 rows: 8 warps; 2 m-tiles a block as SwiGLU
+         * always takes, 3 under MTPLX_CUDA_TC_SPREAD=1 (one block an SM), 1
+         * for the plain matmuls */
+        const int64_t mg = gate.m;
+        float *h = gpu->buf_alloc(gpu, (size_t)(n * mg) * sizeof(float));
+        float *hu = gpu->buf_alloc(gpu, (size_t)(n * mg) * sizeof(float));
+        float *hs = gpu->buf_alloc(gpu, (size_t)(n * mg) * sizeof(float));
+        took = gpu->matmul_swiglu && gpu->matmul_swiglu(gpu, &gate, &up, xd, NULL, 0.f, n, hs);
+        gpu->matmul(gpu, &gate, NULL, xd, n, h);
+        gpu->matmul(gpu, &up, NULL, xd, n, hu);
+        gpu->silu_mul(gpu, h, hu, h, n * mg);
+        report(took && same_dev(hs, h, n * mg),
+               "BF16 k=%lld n=%-2lld SwiGLU of 2 x 2600 rows (8 warps, 2 or 3 tiles a block) == matmul, "
+               "matmul, silu_mul, bit for bit%s",
+               (long long)k, (long long)n, took ? "" : " (not taken)");
+        gpu->buf_free(gpu, h), gpu->buf_free(gpu, hu), gpu->buf_free(gpu, hs);
         gpu->buf_free(gpu, xd);
         for (int j = 0; j < 3; j++) gpu->buf_free(gpu, ya[j]), gpu->buf_free(gpu, yb[j]);
         free(x);
     }
     mtplx_cuda_forget_params(gpu);
     for (int j = 0; j < 3; j++) free(W[j]);
+    free(Wg), free(Wu);
 }
 
 /* Q8_0's prefill GEMM reads the GEMV's own copy (cuda_layout.h): the int8
