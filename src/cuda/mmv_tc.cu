@@ -527,8 +527,9 @@ cudaError_t launch_nt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t k,
     int W = T == MTPLX_TYPE_BF16 ? bf16_warps(job->m[0]) : TC_WARPS;
     if constexpr (T == MTPLX_TYPE_BF16)
         if (W == 8 && tc_spread()) {
-            /* the fewest m-tiles a block that keep the grid within one block an SM */
-            for (int mt = 1; mt <= 3; mt++) {
+            /* the fewest m-tiles a block that keep the grid within one block
+             * an SM (SwiGLU at least 2, a gate and an up tile, as always) */
+            for (int mt = swiglu ? 2 : 1; mt <= 3; mt++) {
                 int64_t rows = swiglu ? 8 * mt : 16 * mt;
                 if ((slots + rows - 1) / rows > sm) continue;
                 if (mt == 1) return launch_mt<T, 1, NT>(st, job, W, slots, k, x, n, true);
