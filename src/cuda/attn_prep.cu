@@ -112,7 +112,18 @@ __global__ void qk_prep_kernel(float *q, float *k, const float *v, int n_head, i
     }
 }
 
+/* rmsnorm_kernel's block size for rows of head_dim */
+int prep_threads(int head_dim) {
+    return head_dim >= 1024 ? 1024 : head_dim >= 256 ? 256 : 64;
+}
+
 } // namespace
+
+/* at most PREP_REG elements a thread: head_dim up to 4096 */
+extern "C" bool mtplx_cuda_qk_norm_rope_store_ok(int head_dim, int64_t n, int kv_type) {
+    return head_dim % 2 == 0 && head_dim <= PREP_REG * prep_threads(head_dim) &&
+           n <= 65535 && (kv_type == MTPLX_TYPE_F16 || kv_type == MTPLX_TYPE_F32);
+}
 
 extern "C" cudaError_t mtplx_cuda_qk_norm_rope_store(
     cudaStream_t s, float *q, float *k, const float *v, int64_t n, int n_head, int n_head_kv,
@@ -120,12 +131,8 @@ extern "C" cudaError_t mtplx_cuda_qk_norm_rope_store(
     const float *inv_freq, bool neox, int kv_type, void *kc, void *vc, const mtplx_cuda_step *dyn,
     bool pdl) {
     if (n <= 0) return cudaSuccess;
-    /* rmsnorm_kernel's block size for rows of head_dim: at most PREP_REG
-     * elements a thread up to 4096 */
-    int threads = head_dim >= 1024 ? 1024 : head_dim >= 256 ? 256 : 64;
-    if (head_dim % 2 || head_dim > PREP_REG * threads || n > 65535 ||
-        (kv_type != MTPLX_TYPE_F16 && kv_type != MTPLX_TYPE_F32))
-        return cudaErrorInvalidValue;
+    if (!mtplx_cuda_qk_norm_rope_store_ok(head_dim, n, kv_type)) return cudaErrorInvalidValue;
+    const int threads = prep_threads(head_dim);
     dim3 grid((unsigned)(n_head + 2 * n_head_kv), (unsigned)n);
     return launch_k(pdl, kv_type == MTPLX_TYPE_F16 ? qk_prep_kernel<true> : qk_prep_kernel<false>,
                     grid, dim3(threads), 0, s, q, k, v, n_head, n_head_kv, head_dim, q_norm, k_norm,

@@ -530,9 +530,7 @@ static bool cu_qk_norm_rope_store(mtplx_backend *be, float *q, float *k, const f
                                   const float *inv_freq, bool neox, int kv_type, void *kc,
                                   void *vc) {
     cuda_backend *c = (cuda_backend *)be;
-    if (!c->fuse || head_dim % 2 || head_dim > 4096 || n > 65535 ||
-        (kv_type != MTPLX_TYPE_F16 && kv_type != MTPLX_TYPE_F32))
-        return false;
+    if (!c->fuse || !mtplx_cuda_qk_norm_rope_store_ok(head_dim, n, kv_type)) return false;
     size_t hb = (size_t)head_dim * sizeof(float);
     const float *qn = param(c, q_norm, hb), *kn = param(c, k_norm, hb);
     const float *f = param(c, inv_freq, hb / 2);

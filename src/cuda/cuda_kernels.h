@@ -218,6 +218,9 @@ cudaError_t mtplx_cuda_qk_norm_rope_store(cudaStream_t s, float *q, float *k, co
                                           int64_t pos0, const float *inv_freq, bool neox,
                                           int kv_type, void *kc, void *vc,
                                           const mtplx_cuda_step *dyn, bool pdl);
+/* Whether mtplx_cuda_qk_norm_rope_store takes this head size, n and cache
+ * type (if not, the plain ops do the work). */
+bool mtplx_cuda_qk_norm_rope_store_ok(int head_dim, int64_t n, int kv_type);
 
 /* pdl, on the step's small ops (get_rows, rmsnorm, qk_norm_rope_store,
  * attention): launched as a programmatic dependent of the kernel before

@@ -315,6 +315,18 @@ HD void deq8_q8_packed(const uint8_t *row, int64_t k, int64_t g, bool i8, float 
         w[i] = d * (float)(int8_t)(((i < 4 ? u.x : u.y) >> (8 * (i & 3))) & 0xFF);
 }
 
+/* Whether a weight of this type and k can be in this layout (cuda_layout.h):
+ * what deq8_layout reads; the file's layout takes every type. */
+bool layout_takes(int type, int layout, int64_t k) {
+    switch (layout) {
+    case MTPLX_CUDA_W_GGUF: return true;
+    case MTPLX_CUDA_W_BF16_TILED: return type == MTPLX_TYPE_BF16 && mtplx_cuda_bf16_tiled_ok(k);
+    case MTPLX_CUDA_W_Q8_PACKED: return type == MTPLX_TYPE_Q8_0 && k % 32 == 0;
+    case MTPLX_CUDA_W_Q8_I8: return type == MTPLX_TYPE_Q8_0 && k % 64 == 0;
+    default: return false;
+    }
+}
+
 /* Group gk (elements [8 gk, 8 gk + 8)) of row r of a weight of type T in
  * `layout` (cuda_layout.h), rb bytes a row: what the prefill GEMM reads. */
 template <int T>
@@ -880,11 +892,9 @@ extern "C" {
 
 int mtplx_cuda_deq_layout_row_host(int type, int layout, const void *W, int64_t k, int64_t r,
                                    float *out) {
-    if (k <= 0 || k % 32 || r < 0) return -1;
-    bool bf16 = type == MTPLX_TYPE_BF16 && layout == MTPLX_CUDA_W_BF16_TILED;
-    if (!bf16 && !(type == MTPLX_TYPE_Q8_0 && (layout == MTPLX_CUDA_W_Q8_PACKED ||
-                                                (layout == MTPLX_CUDA_W_Q8_I8 && k % 64 == 0))))
+    if (k <= 0 || k % 32 || r < 0 || layout == MTPLX_CUDA_W_GGUF || !layout_takes(type, layout, k))
         return -1;
+    bool bf16 = layout == MTPLX_CUDA_W_BF16_TILED;
     size_t rb = bf16 ? (size_t)(2 * k) : mtplx_cuda_q8_0_packed_row(k);
     float w[8];
     for (int64_t g = 0; g < k / 8; g++) {
@@ -947,12 +957,8 @@ cudaError_t mtplx_cuda_matmul_tc(cudaStream_t s, int type, const void *W, size_t
                                  int64_t m, int64_t k, const float *x, int64_t n, float *y,
                                  const float *bias, const mtplx_cuda_tc_split *split) {
     bool q8p = layout == MTPLX_CUDA_W_Q8_PACKED || layout == MTPLX_CUDA_W_Q8_I8;
-    if (!mtplx_cuda_matmul_tc_ok(type, W, rb, k) ||
-        (layout == MTPLX_CUDA_W_BF16_TILED &&
-         (type != MTPLX_TYPE_BF16 || !mtplx_cuda_bf16_tiled_ok(k))) ||
-        (q8p && (type != MTPLX_TYPE_Q8_0 || k % (layout == MTPLX_CUDA_W_Q8_I8 ? 64 : 32) ||
-                 rb != mtplx_cuda_q8_0_packed_row(k) || ((uintptr_t)W & 15))) ||
-        layout < MTPLX_CUDA_W_GGUF || layout > MTPLX_CUDA_W_Q8_I8)
+    if (!mtplx_cuda_matmul_tc_ok(type, W, rb, k) || !layout_takes(type, layout, k) ||
+        (q8p && (rb != mtplx_cuda_q8_0_packed_row(k) || ((uintptr_t)W & 15))))
         return cudaErrorInvalidValue;
     if (n <= 0 || m <= 0) return cudaSuccess;
     bool xvec = ((uintptr_t)x & 15) == 0; /* k % 8 == 0: every row is then aligned */

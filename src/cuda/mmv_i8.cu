@@ -528,10 +528,8 @@ cudaError_t launch_nt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t k,
     unsigned grid = (unsigned)((slots + per_block - 1) / per_block);
     int64_t rb = T == MTPLX_TYPE_Q4_K ? k / QK_K * (int64_t)sizeof(block_q4_K)
                                       : (int64_t)mtplx_cuda_q8_0_packed_row(k);
-    mtplx_cuda_mmv_job j = *job;
-    j.trig_start = trig_start_bytes((swiglu ? 2 : 1) * slots * rb);
     return launch_k(job->pdl, mmv_i8_kernel<T, MT, NT, i8_u<T, NT>()>, dim3(grid),
-                    dim3(I8_WARPS * 32), 0, st, j, k, rb, n);
+                    dim3(I8_WARPS * 32), 0, st, with_trig_start(*job, rb), k, rb, n);
 }
 
 template <int T>

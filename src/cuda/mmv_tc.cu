@@ -475,8 +475,8 @@ cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int W, int
     int64_t rb = T == MTPLX_TYPE_BF16   ? 2 * k
                  : T == MTPLX_TYPE_Q4_K ? k / QK_K * (int64_t)sizeof(block_q4_K)
                                         : (int64_t)mtplx_cuda_q8_0_packed_row(k);
-    mtplx_cuda_mmv_job j = *job;
-    j.trig_start = trig || trig_start_bytes((job->mode == MTPLX_MMV_SWIGLU ? 2 : 1) * slots * rb);
+    mtplx_cuda_mmv_job j = with_trig_start(*job, rb);
+    j.trig_start = j.trig_start || trig;
     if constexpr (T == MTPLX_TYPE_BF16)
         if (job->tiled) return launch_w<T, MT, NT, true>(st, &j, W, grid, k, rb, x, n);
     return launch_w<T, MT, NT, false>(st, &j, W, grid, k, rb, x, n);

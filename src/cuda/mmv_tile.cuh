@@ -1,8 +1,9 @@
 /* mmv_tile.cuh: what the two tensor-core GEMVs (mmv_tc.cu, bf16 mma; and
  * mmv_i8.cu, s8 mma) share: the weight loads that bypass L1, the map from a
  * block's row slots to (weight, row), the two weight rows a lane reads in
- * each m-tile, the warps' partials into shared memory, and the epilogue's
- * store of one result by the job's mode.
+ * each m-tile, the warps' partials into shared memory, the epilogue's
+ * store of one result by the job's mode, and whether a job triggers its
+ * dependents as it starts.
  * Include after cuda_kernels.h and cuda_util.cuh; like cuda_util.cuh the
  * helpers sit in an anonymous namespace, one copy per file. */
 #ifndef MTPLX_CUDA_MMV_TILE_CUH
@@ -24,6 +25,17 @@ __device__ __forceinline__ uint2 ld_stream8(const void *p) {
                  : "=r"(v.x), "=r"(v.y)
                  : "l"(p));
     return v;
+}
+
+/* A job with its trig_start set by the bytes of all its weights, rb bytes
+ * a row (cuda_util.cuh's trig_start_bytes): what each GEMV's launcher
+ * passes to its kernel. */
+inline mtplx_cuda_mmv_job with_trig_start(const mtplx_cuda_mmv_job &job, int64_t rb) {
+    int64_t rows = 0;
+    for (int s = 0; s < job.nseg; s++) rows += job.m[s];
+    mtplx_cuda_mmv_job j = job;
+    j.trig_start = trig_start_bytes(rows * rb);
+    return j;
 }
 
 /* Row slot r_local of the block (0 .. 16 MT - 1) as (segment, row); false
