@@ -629,8 +629,7 @@ static void test_w8_tiles(void) {
                "== 3 matmuls (1 tile), bit for bit%s",
                (long long)k, (long long)n, took ? "" : " (not taken)");
         /* gate / up of 2600 rows: 8 warps; 2 m-tiles a block as SwiGLU
-         * always takes, 3 under MTPLX_CUDA_TC_SPREAD=1 (one block an SM), 1
-         * for the plain matmuls */
+         * always takes, 1 for the plain matmuls */
         const int64_t mg = gate.m;
         float *h = gpu->buf_alloc(gpu, (size_t)(n * mg) * sizeof(float));
         float *hu = gpu->buf_alloc(gpu, (size_t)(n * mg) * sizeof(float));
@@ -640,7 +639,7 @@ static void test_w8_tiles(void) {
         gpu->matmul(gpu, &up, NULL, xd, n, hu);
         gpu->silu_mul(gpu, h, hu, h, n * mg);
         report(took && same_dev(hs, h, n * mg),
-               "BF16 k=%lld n=%-2lld SwiGLU of 2 x 2600 rows (8 warps, 2 or 3 tiles a block) == matmul, "
+               "BF16 k=%lld n=%-2lld SwiGLU of 2 x 2600 rows (8 warps, 2 tiles a block) == matmul, "
                "matmul, silu_mul, bit for bit%s",
                (long long)k, (long long)n, took ? "" : " (not taken)");
         gpu->buf_free(gpu, h), gpu->buf_free(gpu, hu), gpu->buf_free(gpu, hs);

@@ -4,7 +4,7 @@
  * with a grid-wide barrier between matrices (issue 10: the 0.6B goal is a
  * matter of what each kernel boundary costs). Not part of the build:
  *   nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude -Isrc tools/cuda_persist_probe.cu -o persist_probe
- *   ./persist_probe [0.6b|1.7b] [head 0|1] [blocks an SM 1|2]
+ *   ./persist_probe [0.6b|1.7b] [head 0|1] [blocks an SM 1|2] [staged blocks an SM 1|2]
  *
  * The chain is a Qwen3 decode step's four BF16 matrices a layer (fused QKV,
  * o-proj, gate + up as one matrix, down; random weights) times its layers,
@@ -18,12 +18,21 @@
  * mmv_tc.cu does. The persistent kernel's barrier is either a counter in
  * global memory (each block adds one after a fence and spins until the
  * count of its round is reached) or a flag a block (each block stores its
- * round; each block's first warp reads all flags until they reach it). The outputs of the two variants must be equal bit
- * for bit (the same arithmetic in the same order); the probe says so.
+ * round; each block's first warp reads all flags until they reach it).
+ * Two more variants are a kernel a matrix with each block's rows (a run
+ * of whole rows, contiguous bytes) staged in shared memory before the wait,
+ * by cp.async or by the tensor memory accelerator (cp.async.bulk), one
+ * block an SM so that the next matrix's block fits beside it and stages
+ * its rows while this one runs (or two an SM, the last argument).
+ * The outputs of all variants must be equal bit for bit (the same
+ * arithmetic in the same order); the probe says so. H200, 0.6B, ms:
+ * kernel a matrix 0.547, persistent 0.675 / 0.93, staged 0.703 (cp.async)
+ * and 0.716 (TMA) at one block an SM (bench/RESULTS.md sections 28, 29).
  * Prints ms a step (median of 50 graph launches) and GB/s of weights. */
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <cuda_runtime.h>
 #include <vector>
@@ -108,6 +117,82 @@ __global__ void __launch_bounds__(WARPS * 32, 2) gemv_kernel(Mat M, const float 
     gemv_rows(M, xs, y, gw, nw, lane, w);
 }
 
+/* one matrix, staged: each block takes a run of whole rows (contiguous
+ * bytes), copies all of them into shared memory with cp.async before it
+ * waits (no registers held, every load in flight at once), then
+ * multiplies from there in gemv_rows' order (the same bits). With one
+ * block an SM, the next matrix's block fits beside it and stages its rows
+ * while this one runs. Dynamic shared memory: x (k floats), then the rows. */
+__global__ void __launch_bounds__(WARPS * 32, 2) gemv_staged_kernel(Mat M, const float *x, float *y) {
+    extern __shared__ uint4 dyn[];
+    pdl_trigger();
+    const int per = (M.m + gridDim.x - 1) / gridDim.x, r0 = blockIdx.x * per;
+    const int rows = max(0, min(per, M.m - r0));
+    float *xs = (float *)dyn;
+    uint4 *ws = dyn + M.k / 4;
+    const int kc = M.k / 8; /* 16-byte chunks a row */
+    const uint4 *src = M.w + (int64_t)r0 * kc;
+    for (int c = threadIdx.x; c < rows * kc; c += blockDim.x) {
+        const unsigned a = (unsigned)__cvta_generic_to_shared(ws + c);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(src + c) : "memory");
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    pdl_wait();
+    for (int i = threadIdx.x; i < M.k; i += blockDim.x) xs[i] = __ldcg(x + i);
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    const int lane = threadIdx.x & 31, nc = M.k / 256;
+    for (int r = threadIdx.x >> 5; r < rows; r += WARPS) {
+        float s = 0.f;
+        for (int c = 0; c < nc; c++) s += dot8(ws[r * kc + c * 32 + lane], xs + 8 * (c * 32 + lane));
+#pragma unroll
+        for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) y[r0 + r] = s;
+    }
+}
+
+/* the same, the rows copied by the tensor memory accelerator instead
+ * (cp.async.bulk, one thread, 16 KB a copy, completion counted on an
+ * mbarrier) */
+__global__ void __launch_bounds__(WARPS * 32, 2) gemv_tma_kernel(Mat M, const float *x, float *y) {
+    extern __shared__ __align__(128) uint4 dyn[];
+    __shared__ __align__(8) uint64_t bar;
+    pdl_trigger();
+    const int per = (M.m + gridDim.x - 1) / gridDim.x, r0 = blockIdx.x * per;
+    const int rows = max(0, min(per, M.m - r0));
+    float *xs = (float *)dyn;
+    uint4 *ws = dyn + M.k / 4;
+    const int kc = M.k / 8;
+    const unsigned ba = (unsigned)__cvta_generic_to_shared(&bar);
+    if (threadIdx.x == 0) {
+        const unsigned bytes = (unsigned)rows * kc * 16, wa = (unsigned)__cvta_generic_to_shared(ws);
+        const char *src = (const char *)(M.w + (int64_t)r0 * kc);
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(ba) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(ba), "r"(bytes)
+                     : "memory");
+        for (unsigned off = 0; off < bytes; off += 16384) {
+            const unsigned nb = min(16384u, bytes - off);
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                         ::"r"(wa + off), "l"(src + off), "r"(nb), "r"(ba) : "memory");
+        }
+    }
+    pdl_wait();
+    for (int i = threadIdx.x; i < M.k; i += blockDim.x) xs[i] = __ldcg(x + i);
+    __syncthreads();
+    asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n @!p bra W;\n}"
+                 ::"r"(ba) : "memory");
+    const int lane = threadIdx.x & 31, nc = M.k / 256;
+    for (int r = threadIdx.x >> 5; r < rows; r += WARPS) {
+        float s = 0.f;
+        for (int c = 0; c < nc; c++) s += dot8(ws[r * kc + c * 32 + lane], xs + 8 * (c * 32 + lane));
+#pragma unroll
+        for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) y[r0 + r] = s;
+    }
+}
+
 __device__ __forceinline__ void grid_barrier(unsigned *count, unsigned target) {
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -181,7 +266,7 @@ int main(int argc, char **argv) {
      * so a matrix's blocks get resident only as the one before's end; with
      * 1, each SM has room for the next matrix's block (launched at once:
      * gemv_kernel triggers first thing), which loads its first weights
-     * while the current one runs. Not yet run (bench/RESULTS.md section 28). */
+     * while the current one runs: 0.641 ms against 0.547 at 2 (0.6B; bench/RESULTS.md section 29). */
     const int blocks_sm = argc > 3 ? std::max(1, std::min(2, atoi(argv[3]))) : 2;
     int d, q, kv, ff, L;
     if (!strcmp(size, "1.7b")) d = 2048, q = 2048, kv = 1024, ff = 6144, L = 28;
@@ -228,7 +313,54 @@ int main(int argc, char **argv) {
     const int nm = (int)mats.size();
 
     /* the graphs: A, one kernel a matrix; B, the persistent kernel */
-    cudaGraphExec_t ga, gb, gc;
+    cudaGraphExec_t ga, gb, gc, gd, ge;
+    /* the staged kernel: one block an SM unless its rows do not fit in
+     * half an SM's shared memory */
+    size_t stage_max = 0;
+    for (auto &M : mats) {
+        int per = (M.m + sms - 1) / sms;
+        stage_max = std::max(stage_max, (size_t)M.k * 4 + (size_t)per * M.k * 2);
+    }
+    const int dyn_max = (227 - 1) << 10; /* (the TMA kernel's mbarrier is static) */
+    CK(cudaFuncSetAttribute(gemv_staged_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            dyn_max));
+    /* the SM's shared memory at its largest for every staged launch: a
+     * block of another size of carve-out cannot join an SM until it drains */
+    if (!getenv("NO_CARVEOUT"))
+        CK(cudaFuncSetAttribute(gemv_staged_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                (int)cudaSharedmemCarveoutMaxShared));
+    const int staged_sm = argc > 4 ? atoi(argv[4]) : 1; /* staged blocks an SM asked for */
+    const int sgrid = stage_max <= (113 << 10) && staged_sm == 1 ? sms : 2 * sms;
+    {
+        cudaGraph_t g;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        CK(cudaMemcpyAsync(buf[0], x0.data(), maxm * 4, cudaMemcpyHostToDevice, st));
+        for (int i = 0; i < nm; i++) {
+            const Mat &M = mats[i];
+            int per = (M.m + sgrid - 1) / sgrid;
+            CK(launch_k(i > 0, gemv_staged_kernel, dim3(sgrid), dim3(WARPS * 32),
+                        (size_t)M.k * 4 + (size_t)per * M.k * 2, st, M, (const float *)buf[i % 2],
+                        buf[(i + 1) % 2]));
+        }
+        CK(cudaStreamEndCapture(st, &g));
+        CK(cudaGraphInstantiate(&gd, g, 0));
+    }
+    CK(cudaFuncSetAttribute(gemv_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            dyn_max));
+    {
+        cudaGraph_t g;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        CK(cudaMemcpyAsync(buf[0], x0.data(), maxm * 4, cudaMemcpyHostToDevice, st));
+        for (int i = 0; i < nm; i++) {
+            const Mat &M = mats[i];
+            int per = (M.m + sgrid - 1) / sgrid;
+            CK(launch_k(i > 0, gemv_tma_kernel, dim3(sgrid), dim3(WARPS * 32),
+                        (size_t)M.k * 4 + (size_t)per * M.k * 2, st, M, (const float *)buf[i % 2],
+                        buf[(i + 1) % 2]));
+        }
+        CK(cudaStreamEndCapture(st, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+    }
     {
         cudaGraph_t g;
         CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
@@ -272,19 +404,31 @@ int main(int argc, char **argv) {
     CK(cudaGraphLaunch(gc, st));
     CK(cudaStreamSynchronize(st));
     CK(cudaMemcpy(yc.data(), buf[last], maxm * 4, cudaMemcpyDeviceToHost));
+    std::vector<float> yd(maxm);
+    CK(cudaMemset(buf[last], 0, maxm * 4));
+    CK(cudaGraphLaunch(gd, st));
+    CK(cudaStreamSynchronize(st));
+    CK(cudaMemcpy(yd.data(), buf[last], maxm * 4, cudaMemcpyDeviceToHost));
+    std::vector<float> ye(maxm);
+    CK(cudaMemset(buf[last], 0, maxm * 4));
+    CK(cudaGraphLaunch(ge, st));
+    CK(cudaStreamSynchronize(st));
+    CK(cudaMemcpy(ye.data(), buf[last], maxm * 4, cudaMemcpyDeviceToHost));
     const int mlast = mats.back().m;
     const bool same = memcmp(ya.data(), yb.data(), (size_t)mlast * 4) == 0 &&
+                      memcmp(ya.data(), yd.data(), (size_t)mlast * 4) == 0 &&
+                      memcmp(ya.data(), ye.data(), (size_t)mlast * 4) == 0 &&
                       memcmp(ya.data(), yc.data(), (size_t)mlast * 4) == 0;
 
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    double med[3];
-    for (int v = 0; v < 3; v++) {
+    double med[5];
+    for (int v = 0; v < 5; v++) {
         std::vector<float> t;
         for (int rep = 0; rep < 60; rep++) {
             CK(cudaEventRecord(e0, st));
-            CK(cudaGraphLaunch(v == 2 ? gc : v ? gb : ga, st));
+            CK(cudaGraphLaunch(v == 4 ? ge : v == 3 ? gd : v == 2 ? gc : v ? gb : ga, st));
             CK(cudaEventRecord(e1, st));
             CK(cudaEventSynchronize(e1));
             float ms;
@@ -300,5 +444,9 @@ int main(int argc, char **argv) {
     printf("  kernel a matrix (graph, PDL): %.3f ms  %.0f GB/s\n", med[0], bytes / med[0] / 1e6);
     printf("  persistent, one counter:      %.3f ms  %.0f GB/s\n", med[1], bytes / med[1] / 1e6);
     printf("  persistent, a flag a block:   %.3f ms  %.0f GB/s\n", med[2], bytes / med[2] / 1e6);
+    printf("  kernel a matrix, staged (%d blocks): %.3f ms  %.0f GB/s\n", sgrid, med[3],
+           bytes / med[3] / 1e6);
+    printf("  kernel a matrix, staged by TMA (%d blocks): %.3f ms  %.0f GB/s\n", sgrid, med[4],
+           bytes / med[4] / 1e6);
     return same ? 0 : 1;
 }

@@ -428,8 +428,7 @@ constexpr int tc_u(int T, int MT, int NT) {
 
 /* with 8 warps: two blocks an SM fit in 128 registers a thread */
 constexpr int tc_u_w8(int MT, int NT) {
-    /* MT 3 (tc_spread): the formula's count would spill */
-    return MT == 3 ? 3 - NT : 96 / (8 * MT + 8 * NT);
+    return 96 / (8 * MT + 8 * NT);
 }
 
 /* The k split of a BF16 weight of m rows (tiled or not): 8 warps a block
@@ -459,16 +458,13 @@ cudaError_t launch_w(cudaStream_t st, const mtplx_cuda_mmv_job *job, int W, unsi
         if (W == 8)
             return launch_k(job->pdl, mmv_tc_kernel8<T, MT, NT, tc_u_w8(MT, NT), TL>, dim3(grid),
                             dim3(8 * 32), 0, st, *job, k, rb, x, n);
-    if constexpr (MT == 3)
-        return cudaErrorInvalidValue; /* 8 warps only (tc_spread) */
-    else
-        return launch_k(job->pdl, mmv_tc_kernel<T, MT, NT, tc_u(T, MT, NT), TL>, dim3(grid),
-                        dim3(TC_WARPS * 32), 0, st, *job, k, rb, x, n);
+    return launch_k(job->pdl, mmv_tc_kernel<T, MT, NT, tc_u(T, MT, NT), TL>, dim3(grid),
+                    dim3(TC_WARPS * 32), 0, st, *job, k, rb, x, n);
 }
 
 template <int T, int MT, int NT>
 cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int W, int64_t slots, int64_t k,
-                      const float *x, int64_t n, bool trig = false) {
+                      const float *x, int64_t n) {
     int64_t per_block = job->mode == MTPLX_MMV_SWIGLU ? 8 * MT : 16 * MT;
     unsigned grid = (unsigned)((slots + per_block - 1) / per_block);
     /* rb: bytes a row, in mmv.cu's layouts (Q8_0 repacked) */
@@ -476,7 +472,6 @@ cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int W, int
                  : T == MTPLX_TYPE_Q4_K ? k / QK_K * (int64_t)sizeof(block_q4_K)
                                         : (int64_t)mtplx_cuda_q8_0_packed_row(k);
     mtplx_cuda_mmv_job j = with_trig_start(*job, rb);
-    j.trig_start = j.trig_start || trig;
     if constexpr (T == MTPLX_TYPE_BF16)
         if (job->tiled) return launch_w<T, MT, NT, true>(st, &j, W, grid, k, rb, x, n);
     return launch_w<T, MT, NT, false>(st, &j, W, grid, k, rb, x, n);
@@ -497,22 +492,6 @@ __global__ void tile_bf16_kernel(const uint8_t *__restrict__ raw, uint4 *__restr
     if (c < chunks) tile_bf16_chunk(raw, out, m, k, c);
 }
 
-/* MTPLX_CUDA_TC_SPREAD=1 (read once; off by default, not yet run on a
- * GPU: bench/RESULTS.md section 28): a BF16 GEMV of 8-warp blocks takes
- * the fewest m-tiles a block (1 to 3) that keep its grid within one block
- * an SM, and lets the next kernel launch as it starts (job.trig_start).
- * Each SM then has a free slot (two 8-warp blocks fit) where the next
- * GEMV's block sits and loads its first weights while this one streams.
- * Speed only: MT and the trigger change no result. */
-int tc_spread_on = -1;
-bool tc_spread() {
-    if (tc_spread_on < 0) {
-        const char *e = getenv("MTPLX_CUDA_TC_SPREAD");
-        tc_spread_on = e && strcmp(e, "1") == 0;
-    }
-    return tc_spread_on != 0;
-}
-
 /* MT (m-tiles a block) changes speed only, never a result: 2 while the
  * blocks still number 4 per SM or more (x read once for 32 rows), or
  * always for SwiGLU (a gate and an up tile), or where 8-warp blocks
@@ -525,18 +504,6 @@ cudaError_t launch_nt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t k,
     int64_t slots = swiglu ? job->m[0] : job->m[0] + job->m[1] + job->m[2];
     int64_t sm = n_sm();
     int W = T == MTPLX_TYPE_BF16 ? bf16_warps(job->m[0]) : TC_WARPS;
-    if constexpr (T == MTPLX_TYPE_BF16)
-        if (W == 8 && tc_spread()) {
-            /* the fewest m-tiles a block that keep the grid within one block
-             * an SM (SwiGLU at least 2, a gate and an up tile, as always) */
-            for (int mt = swiglu ? 2 : 1; mt <= 3; mt++) {
-                int64_t rows = swiglu ? 8 * mt : 16 * mt;
-                if ((slots + rows - 1) / rows > sm) continue;
-                if (mt == 1) return launch_mt<T, 1, NT>(st, job, W, slots, k, x, n, true);
-                if (mt == 2) return launch_mt<T, 2, NT>(st, job, W, slots, k, x, n, true);
-                return launch_mt<T, 3, NT>(st, job, W, slots, k, x, n, true);
-            }
-        }
     if (swiglu || slots / 32 >= 4 * sm || (W == 8 && (slots + 15) / 16 > 2 * sm))
         return launch_mt<T, 2, NT>(st, job, W, slots, k, x, n);
     return launch_mt<T, 1, NT>(st, job, W, slots, k, x, n);
