@@ -117,6 +117,20 @@ __global__ void __launch_bounds__(WARPS * 32, 2) gemv_kernel(Mat M, const float 
     gemv_rows(M, xs, y, gw, nw, lane, w);
 }
 
+/* y[r0 + r] for the block's rows r < rows staged at ws (kc 16-byte chunks
+ * a row), x at xs, in gemv_rows' order: a warp a row */
+__device__ __forceinline__ void staged_rows(const Mat &M, const uint4 *ws, const float *xs, int rows,
+                                            int r0, float *y) {
+    const int lane = threadIdx.x & 31, nc = M.k / 256, kc = M.k / 8;
+    for (int r = threadIdx.x >> 5; r < rows; r += WARPS) {
+        float s = 0.f;
+        for (int c = 0; c < nc; c++) s += dot8(ws[r * kc + c * 32 + lane], xs + 8 * (c * 32 + lane));
+#pragma unroll
+        for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) y[r0 + r] = s;
+    }
+}
+
 /* one matrix, staged: each block takes a run of whole rows (contiguous
  * bytes), copies all of them into shared memory with cp.async before it
  * waits (no registers held, every load in flight at once), then
@@ -141,14 +155,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2) gemv_staged_kernel(Mat M, const
     for (int i = threadIdx.x; i < M.k; i += blockDim.x) xs[i] = __ldcg(x + i);
     asm volatile("cp.async.wait_all;" ::: "memory");
     __syncthreads();
-    const int lane = threadIdx.x & 31, nc = M.k / 256;
-    for (int r = threadIdx.x >> 5; r < rows; r += WARPS) {
-        float s = 0.f;
-        for (int c = 0; c < nc; c++) s += dot8(ws[r * kc + c * 32 + lane], xs + 8 * (c * 32 + lane));
-#pragma unroll
-        for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == 0) y[r0 + r] = s;
-    }
+    staged_rows(M, ws, xs, rows, r0, y);
 }
 
 /* the same, the rows copied by the tensor memory accelerator instead
@@ -183,14 +190,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2) gemv_tma_kernel(Mat M, const fl
     __syncthreads();
     asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n @!p bra W;\n}"
                  ::"r"(ba) : "memory");
-    const int lane = threadIdx.x & 31, nc = M.k / 256;
-    for (int r = threadIdx.x >> 5; r < rows; r += WARPS) {
-        float s = 0.f;
-        for (int c = 0; c < nc; c++) s += dot8(ws[r * kc + c * 32 + lane], xs + 8 * (c * 32 + lane));
-#pragma unroll
-        for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == 0) y[r0 + r] = s;
-    }
+    staged_rows(M, ws, xs, rows, r0, y);
 }
 
 __device__ __forceinline__ void grid_barrier(unsigned *count, unsigned target) {
@@ -331,36 +331,26 @@ int main(int argc, char **argv) {
                                 (int)cudaSharedmemCarveoutMaxShared));
     const int staged_sm = argc > 4 ? atoi(argv[4]) : 1; /* staged blocks an SM asked for */
     const int sgrid = stage_max <= (113 << 10) && staged_sm == 1 ? sms : 2 * sms;
-    {
+    /* a graph of one staged kernel a matrix */
+    auto staged_graph = [&](void (*kern)(Mat, const float *, float *)) {
         cudaGraph_t g;
+        cudaGraphExec_t gx;
         CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
         CK(cudaMemcpyAsync(buf[0], x0.data(), maxm * 4, cudaMemcpyHostToDevice, st));
         for (int i = 0; i < nm; i++) {
             const Mat &M = mats[i];
             int per = (M.m + sgrid - 1) / sgrid;
-            CK(launch_k(i > 0, gemv_staged_kernel, dim3(sgrid), dim3(WARPS * 32),
-                        (size_t)M.k * 4 + (size_t)per * M.k * 2, st, M, (const float *)buf[i % 2],
-                        buf[(i + 1) % 2]));
+            CK(launch_k(i > 0, kern, dim3(sgrid), dim3(WARPS * 32), (size_t)M.k * 4 + (size_t)per * M.k * 2,
+                        st, M, (const float *)buf[i % 2], buf[(i + 1) % 2]));
         }
         CK(cudaStreamEndCapture(st, &g));
-        CK(cudaGraphInstantiate(&gd, g, 0));
-    }
+        CK(cudaGraphInstantiate(&gx, g, 0));
+        return gx;
+    };
+    gd = staged_graph(gemv_staged_kernel);
     CK(cudaFuncSetAttribute(gemv_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             dyn_max));
-    {
-        cudaGraph_t g;
-        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-        CK(cudaMemcpyAsync(buf[0], x0.data(), maxm * 4, cudaMemcpyHostToDevice, st));
-        for (int i = 0; i < nm; i++) {
-            const Mat &M = mats[i];
-            int per = (M.m + sgrid - 1) / sgrid;
-            CK(launch_k(i > 0, gemv_tma_kernel, dim3(sgrid), dim3(WARPS * 32),
-                        (size_t)M.k * 4 + (size_t)per * M.k * 2, st, M, (const float *)buf[i % 2],
-                        buf[(i + 1) % 2]));
-        }
-        CK(cudaStreamEndCapture(st, &g));
-        CK(cudaGraphInstantiate(&ge, g, 0));
-    }
+    ge = staged_graph(gemv_tma_kernel);
     {
         cudaGraph_t g;
         CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
@@ -389,31 +379,18 @@ int main(int argc, char **argv) {
         CK(cudaStreamEndCapture(st, &g));
         CK(cudaGraphInstantiate(&gc, g, 0));
     }
-    /* same bits */
-    std::vector<float> ya(maxm), yb(maxm);
+    /* same bits: each graph's output, the buffer cleared before */
     const int last = nm % 2;
-    CK(cudaGraphLaunch(ga, st));
-    CK(cudaStreamSynchronize(st));
-    CK(cudaMemcpy(ya.data(), buf[last], maxm * 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemset(buf[last], 0, maxm * 4));
-    CK(cudaGraphLaunch(gb, st));
-    CK(cudaStreamSynchronize(st));
-    CK(cudaMemcpy(yb.data(), buf[last], maxm * 4, cudaMemcpyDeviceToHost));
-    std::vector<float> yc(maxm);
-    CK(cudaMemset(buf[last], 0, maxm * 4));
-    CK(cudaGraphLaunch(gc, st));
-    CK(cudaStreamSynchronize(st));
-    CK(cudaMemcpy(yc.data(), buf[last], maxm * 4, cudaMemcpyDeviceToHost));
-    std::vector<float> yd(maxm);
-    CK(cudaMemset(buf[last], 0, maxm * 4));
-    CK(cudaGraphLaunch(gd, st));
-    CK(cudaStreamSynchronize(st));
-    CK(cudaMemcpy(yd.data(), buf[last], maxm * 4, cudaMemcpyDeviceToHost));
-    std::vector<float> ye(maxm);
-    CK(cudaMemset(buf[last], 0, maxm * 4));
-    CK(cudaGraphLaunch(ge, st));
-    CK(cudaStreamSynchronize(st));
-    CK(cudaMemcpy(ye.data(), buf[last], maxm * 4, cudaMemcpyDeviceToHost));
+    auto output = [&](cudaGraphExec_t gx) {
+        std::vector<float> y(maxm);
+        CK(cudaMemset(buf[last], 0, maxm * 4));
+        CK(cudaGraphLaunch(gx, st));
+        CK(cudaStreamSynchronize(st));
+        CK(cudaMemcpy(y.data(), buf[last], maxm * 4, cudaMemcpyDeviceToHost));
+        return y;
+    };
+    const std::vector<float> ya = output(ga), yb = output(gb), yc = output(gc), yd = output(gd),
+                             ye = output(ge);
     const int mlast = mats.back().m;
     const bool same = memcmp(ya.data(), yb.data(), (size_t)mlast * 4) == 0 &&
                       memcmp(ya.data(), yd.data(), (size_t)mlast * 4) == 0 &&
