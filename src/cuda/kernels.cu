@@ -718,8 +718,10 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
  * bits whichever block makes it, and a token's result is the same whether
  * it comes alone (decode) or with others (verify). The norm's order is not
  * rmsnorm_kernel's: results equal qk_prep_kernel + attn_kernel up to f32
- * rounding, not bit for bit. */
-constexpr int PA_ROWS = 2 * MTPLX_CUDA_STEP_ROWS + 1; /* q, then K rows, then V rows */
+ * rounding, not bit for bit. The rows sit in dynamic shared memory, 2 n_tok
+ * + 1 of head_dim floats (q, then K rows, then V rows): as little as a
+ * decode step needs (a kernel of 42 KB of static shared memory made 0.6B
+ * decode 13% slower, bench/RESULTS.md section 30). */
 
 template <bool F16>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
@@ -728,7 +730,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
                      const float *__restrict__ kn, float eps, int64_t pos0,
                      const float *__restrict__ inv_freq, bool neox, void *kc, void *vc, float scale,
                      float *__restrict__ out, const mtplx_cuda_step *__restrict__ dyn) {
-    __shared__ float xs[PA_ROWS][32 * ATT_MAXE];
+    extern __shared__ float xs[];
     pdl_trigger();
     const int h = blockIdx.x, t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int group = n_head / n_head_kv, kvh = h / group, half = hd / 2;
@@ -742,7 +744,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         const int tok = isq ? t : isk ? r - 1 : r - 1 - nk;
         const float *src = isq ? q + ((int64_t)t * n_head + h) * hd : (isk ? k : v) + tok * kvd + off;
         const float *w = isq ? qn : isk ? kn : nullptr;
-        float *row = xs[r], xv[ATT_MAXE], ss = 0.f;
+        float *row = xs + r * hd, xv[ATT_MAXE], ss = 0.f;
 #pragma unroll
         for (int e = 0; e < ATT_MAXE; e++) {
             int j = lane + 32 * e;
@@ -785,11 +787,11 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 #pragma unroll
     for (int e = 0; e < ATT_MAXE; e++) {
         int j = lane + 32 * e;
-        qr[e] = j < hd ? xs[0][j] : 0.f;
+        qr[e] = j < hd ? xs[j] : 0.f;
     }
     attend(qr, hd, pos + t + 1, scale,
            [&](int64_t p, int j, bool isv) {
-               return p >= pos ? xs[(isv ? 1 + nk : 1) + (int)(p - pos)][j]
+               return p >= pos ? xs[((isv ? 1 + nk : 1) + (int)(p - pos)) * hd + j]
                                : kv_load<F16>(isv ? vc : kc, (size_t)p * kvd + off + j);
            },
            out + ((size_t)t * n_head + h) * hd);
@@ -1195,7 +1197,8 @@ cudaError_t mtplx_cuda_prep_attention(cudaStream_t s, const float *q, const floa
         return cudaErrorInvalidValue;
     dim3 grid((unsigned)n_head, (unsigned)n);
     return launch_k(pdl, kv_type == MTPLX_TYPE_F16 ? prep_attn_kernel<true> : prep_attn_kernel<false>,
-                    grid, dim3(ATT_WARPS * 32), 0, s, q, k, v, (int)n, n_head, n_head_kv, head_dim,
+                    grid, dim3(ATT_WARPS * 32), (size_t)(2 * n + 1) * head_dim * sizeof(float), s, q, k,
+                    v, (int)n, n_head, n_head_kv, head_dim,
                     q_norm, k_norm, eps, pos0, inv_freq, neox, kc, vc, scale, out, dyn);
 }
 
