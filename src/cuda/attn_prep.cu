@@ -71,9 +71,7 @@ __global__ void qk_prep_kernel(float *q, float *k, const float *v, int n_head, i
         return;
     }
     float wv[PREP_REG], sn[PREP_REG / 2], cs[PREP_REG / 2];
-#pragma unroll
-    for (int j = 0; j < PREP_REG; j++)
-        wv[j] = w && tid + j * bd < hd ? w[tid + j * bd] : 0.f;
+    if (w) row_to_regs(w, hd, wv);
 #pragma unroll
     for (int j = 0; j < PREP_REG / 2; j++) {
         sn[j] = 0.f, cs[j] = 1.f;
@@ -81,16 +79,9 @@ __global__ void qk_prep_kernel(float *q, float *k, const float *v, int n_head, i
     }
     pdl_wait();
     if (w) { /* x *= w / rms(x), in place (rmsnorm_kernel's order) */
-        float xv[PREP_REG], ss = 0.f;
-#pragma unroll
-        for (int j = 0; j < PREP_REG; j++) {
-            xv[j] = tid + j * bd < hd ? x[tid + j * bd] : 0.f;
-            if (tid + j * bd < hd) ss += xv[j] * xv[j];
-        }
-        float scale = 1.0f / sqrtf(block_sum(ss) / (float)hd + eps);
-#pragma unroll
-        for (int j = 0; j < PREP_REG; j++)
-            if (tid + j * bd < hd) x[tid + j * bd] = xv[j] * scale * wv[j];
+        float xv[PREP_REG];
+        row_to_regs(x, hd, xv);
+        rmsnorm_regs(xv, wv, x, hd, eps);
         __syncthreads();
     }
 #pragma unroll

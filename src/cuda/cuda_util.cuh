@@ -127,6 +127,33 @@ __device__ __forceinline__ float block_sum(float v) {
     return part[0];
 }
 
+/* A row of d floats spread over the block's registers: element tid + j *
+ * blockDim.x in slot j < R, 0 past d (rmsnorm_kernel and qk_prep_kernel
+ * hold short rows so, the weights loaded before their PDL wait). */
+template <int R> __device__ __forceinline__ void row_to_regs(const float *p, int64_t d, float (&v)[R]) {
+    const int64_t tid = threadIdx.x, bd = blockDim.x;
+#pragma unroll
+    for (int j = 0; j < R; j++) v[j] = tid + j * bd < d ? p[tid + j * bd] : 0.f;
+}
+
+/* o = x * w / rms(x) for a row held as row_to_regs holds it (x in xv, w in
+ * wv), the sum of squares in the order of rmsnorm_kernel's loop over
+ * tid, tid + blockDim.x, ...; o may be where x came from (each thread
+ * writes only its own elements). A barrier of the block's (block_sum). */
+template <int R>
+__device__ __forceinline__ void rmsnorm_regs(const float (&xv)[R], const float (&wv)[R], float *o,
+                                             int64_t d, float eps) {
+    const int64_t tid = threadIdx.x, bd = blockDim.x;
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < R; j++)
+        if (tid + j * bd < d) ss += xv[j] * xv[j];
+    float scale = 1.0f / sqrtf(block_sum(ss) / (float)d + eps);
+#pragma unroll
+    for (int j = 0; j < R; j++)
+        if (tid + j * bd < d) o[tid + j * bd] = xv[j] * scale * wv[j];
+}
+
 /* Programmatic dependent launch. A kernel launched by launch_k with pdl set
  * may start while the kernel before it on the stream still runs: as soon as
  * every block of that one has called pdl_trigger (or ended). Before

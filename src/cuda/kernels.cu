@@ -549,21 +549,10 @@ __global__ void rmsnorm_kernel(const float *x, const float *__restrict__ w, floa
     /* the weights need nothing of the kernel before: loaded while it ends;
      * the same sums and products as the loop above, in the same order */
     float wv[NORM_REG], xv[NORM_REG];
-#pragma unroll
-    for (int j = 0; j < NORM_REG; j++)
-        wv[j] = tid + j * bd < d ? w[tid + j * bd] : 0.f;
+    row_to_regs(w, d, wv);
     pdl_wait();
-#pragma unroll
-    for (int j = 0; j < NORM_REG; j++)
-        xv[j] = tid + j * bd < d ? xr[tid + j * bd] : 0.f;
-    float ss = 0.f;
-#pragma unroll
-    for (int j = 0; j < NORM_REG; j++)
-        if (tid + j * bd < d) ss += xv[j] * xv[j];
-    float scale = 1.0f / sqrtf(block_sum(ss) / (float)d + eps);
-#pragma unroll
-    for (int j = 0; j < NORM_REG; j++)
-        if (tid + j * bd < d) o[tid + j * bd] = xv[j] * scale * wv[j];
+    row_to_regs(xr, d, xv);
+    rmsnorm_regs(xv, wv, o, d, eps);
 }
 
 __global__ void rope_kernel(float *x, int64_t n, int n_head, int head_dim, int64_t pos0,
