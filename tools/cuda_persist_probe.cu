@@ -290,12 +290,11 @@ int main(int argc, char **argv) {
     }
     int64_t maxm = 0;
     for (auto &M : mats) maxm = std::max<int64_t>(maxm, std::max(M.m, M.k));
-    float *buf[2], *ref;
+    float *buf[2];
     unsigned *count, *flags;
     Mat *dm;
     CK(cudaMalloc(&buf[0], maxm * 4));
     CK(cudaMalloc(&buf[1], maxm * 4));
-    CK(cudaMalloc(&ref, maxm * 4));
     CK(cudaMalloc(&count, 4));
     CK(cudaMalloc(&flags, 4096 * 4));
     CK(cudaMalloc(&dm, mats.size() * sizeof(Mat)));
@@ -312,17 +311,44 @@ int main(int argc, char **argv) {
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     const int nm = (int)mats.size();
 
-    /* the graphs: A, one kernel a matrix; B, the persistent kernel */
-    cudaGraphExec_t ga, gb, gc, gd, ge;
-    /* the staged kernel: one block an SM unless its rows do not fit in
-     * half an SM's shared memory */
+    /* a graph of the chain: x0 into buf[0], then what body launches */
+    auto capture = [&](auto body) {
+        cudaGraph_t g;
+        cudaGraphExec_t gx;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        CK(cudaMemcpyAsync(buf[0], x0.data(), maxm * 4, cudaMemcpyHostToDevice, st));
+        body();
+        CK(cudaStreamEndCapture(st, &g));
+        CK(cudaGraphInstantiate(&gx, g, 0));
+        return gx;
+    };
+    /* A, one kernel a matrix; B and C, the persistent kernel (one counter,
+     * a flag a block) */
+    const cudaGraphExec_t ga = capture([&] {
+        for (int i = 0; i < nm; i++)
+            CK(launch_k(i > 0, gemv_kernel, dim3(grid), dim3(WARPS * 32), 0, st, mats[i],
+                        (const float *)buf[i % 2], buf[(i + 1) % 2]));
+    });
+    const cudaGraphExec_t gb = capture([&] {
+        CK(cudaMemsetAsync(count, 0, 4, st));
+        persist_kernel<<<grid, WARPS * 32, 0, st>>>(dm, nm, buf[0], buf[1], count, nullptr);
+    });
+    const cudaGraphExec_t gc = capture([&] {
+        CK(cudaMemsetAsync(flags, 0, 4096 * 4, st));
+        persist_kernel<<<grid, WARPS * 32, 0, st>>>(dm, nm, buf[0], buf[1], count, flags);
+    });
+    /* D and E, one staged kernel a matrix (cp.async, TMA): one block an SM
+     * unless some block's rows do not fit in half an SM's shared memory;
+     * left out where they do not fit at two (the output head) */
+    auto stage_bytes = [](const Mat &M, int blocks) {
+        return (size_t)M.k * 4 + (size_t)((M.m + blocks - 1) / blocks) * M.k * 2;
+    };
     size_t stage_max = 0;
-    for (auto &M : mats) {
-        int per = (M.m + sms - 1) / sms;
-        stage_max = std::max(stage_max, (size_t)M.k * 4 + (size_t)per * M.k * 2);
-    }
+    for (auto &M : mats) stage_max = std::max(stage_max, stage_bytes(M, sms));
     const int dyn_max = (227 - 1) << 10; /* (the TMA kernel's mbarrier is static) */
     CK(cudaFuncSetAttribute(gemv_staged_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            dyn_max));
+    CK(cudaFuncSetAttribute(gemv_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             dyn_max));
     /* the SM's shared memory at its largest for every staged launch: a
      * block of another size of carve-out cannot join an SM until it drains */
@@ -331,59 +357,17 @@ int main(int argc, char **argv) {
                                 (int)cudaSharedmemCarveoutMaxShared));
     const int staged_sm = argc > 4 ? atoi(argv[4]) : 1; /* staged blocks an SM asked for */
     const int sgrid = stage_max <= (113 << 10) && staged_sm == 1 ? sms : 2 * sms;
-    /* whether every matrix's block rows fit at that grid (the output head's
-     * do not): else the staged variants are left out */
     bool staged_fit = true;
-    for (auto &M : mats)
-        staged_fit = staged_fit && (size_t)M.k * 4 + (size_t)((M.m + sgrid - 1) / sgrid) * M.k * 2 <= dyn_max;
-    /* a graph of one staged kernel a matrix */
+    for (auto &M : mats) staged_fit = staged_fit && stage_bytes(M, sgrid) <= (size_t)dyn_max;
     auto staged_graph = [&](void (*kern)(Mat, const float *, float *)) {
-        cudaGraph_t g;
-        cudaGraphExec_t gx;
-        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-        CK(cudaMemcpyAsync(buf[0], x0.data(), maxm * 4, cudaMemcpyHostToDevice, st));
-        for (int i = 0; i < nm; i++) {
-            const Mat &M = mats[i];
-            int per = (M.m + sgrid - 1) / sgrid;
-            CK(launch_k(i > 0, kern, dim3(sgrid), dim3(WARPS * 32), (size_t)M.k * 4 + (size_t)per * M.k * 2,
-                        st, M, (const float *)buf[i % 2], buf[(i + 1) % 2]));
-        }
-        CK(cudaStreamEndCapture(st, &g));
-        CK(cudaGraphInstantiate(&gx, g, 0));
-        return gx;
+        return capture([&] {
+            for (int i = 0; i < nm; i++)
+                CK(launch_k(i > 0, kern, dim3(sgrid), dim3(WARPS * 32), stage_bytes(mats[i], sgrid), st,
+                            mats[i], (const float *)buf[i % 2], buf[(i + 1) % 2]));
+        });
     };
-    gd = staged_fit ? staged_graph(gemv_staged_kernel) : nullptr;
-    CK(cudaFuncSetAttribute(gemv_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            dyn_max));
-    ge = staged_fit ? staged_graph(gemv_tma_kernel) : nullptr;
-    {
-        cudaGraph_t g;
-        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-        CK(cudaMemcpyAsync(buf[0], x0.data(), maxm * 4, cudaMemcpyHostToDevice, st));
-        for (int i = 0; i < nm; i++)
-            CK(launch_k(i > 0, gemv_kernel, dim3(grid), dim3(WARPS * 32), 0, st, mats[i],
-                        (const float *)buf[i % 2], buf[(i + 1) % 2]));
-        CK(cudaStreamEndCapture(st, &g));
-        CK(cudaGraphInstantiate(&ga, g, 0));
-    }
-    {
-        cudaGraph_t g;
-        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-        CK(cudaMemcpyAsync(buf[0], x0.data(), maxm * 4, cudaMemcpyHostToDevice, st));
-        CK(cudaMemsetAsync(count, 0, 4, st));
-        persist_kernel<<<grid, WARPS * 32, 0, st>>>(dm, nm, buf[0], buf[1], count, nullptr);
-        CK(cudaStreamEndCapture(st, &g));
-        CK(cudaGraphInstantiate(&gb, g, 0));
-    }
-    {
-        cudaGraph_t g;
-        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-        CK(cudaMemcpyAsync(buf[0], x0.data(), maxm * 4, cudaMemcpyHostToDevice, st));
-        CK(cudaMemsetAsync(flags, 0, 4096 * 4, st));
-        persist_kernel<<<grid, WARPS * 32, 0, st>>>(dm, nm, buf[0], buf[1], count, flags);
-        CK(cudaStreamEndCapture(st, &g));
-        CK(cudaGraphInstantiate(&gc, g, 0));
-    }
+    const cudaGraphExec_t gd = staged_fit ? staged_graph(gemv_staged_kernel) : nullptr;
+    const cudaGraphExec_t ge = staged_fit ? staged_graph(gemv_tma_kernel) : nullptr;
     /* same bits: each graph's output, the buffer cleared before */
     const int last = nm % 2;
     auto output = [&](cudaGraphExec_t gx) {
