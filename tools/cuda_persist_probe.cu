@@ -30,6 +30,7 @@
  * and 0.716 (TMA) at one block an SM (bench/RESULTS.md sections 28, 29).
  * Prints ms a step (median of 50 graph launches) and GB/s of weights. */
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -247,6 +248,393 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
     }
 }
 
+
+/* mbarrier helpers for the streamed persistent kernel */
+__device__ __forceinline__ uint64_t gtime() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ void mbar_init(unsigned a, unsigned n) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(n) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned a, unsigned parity) {
+    asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W;\n}"
+                 ::"r"(a), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned a) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(a) : "memory");
+}
+template <int N> __device__ __forceinline__ void consumers_sync_n() {
+    asm volatile("bar.sync 1, %0;" ::"n"(N) : "memory");
+}
+
+/* a block's share of matrix M: a run of whole rows, and how many rows a
+ * ring stage holds */
+struct Span {
+    int r0, rows, per_stage;
+};
+__device__ __forceinline__ Span span_of(const Mat &M, int stage_bytes) {
+    const int per = (M.m + gridDim.x - 1) / gridDim.x, r0 = blockIdx.x * per;
+    return {r0, max(0, min(per, M.m - r0)), max(1, stage_bytes / (M.k * 2))};
+}
+
+/* rows [0, rows) of a stage, R rows a warp at a time sharing each x load
+ * (each row's sum in staged_rows' order: the same bits); y through put */
+template <int CW, int R, class Put>
+__device__ __forceinline__ void stage_rows(const Mat &M, const uint4 *ws, const float *xs, int rows,
+                                           Put put) {
+    const int lane = threadIdx.x & 31, nc = M.k / 256, kc = M.k / 8;
+    for (int g = (threadIdx.x >> 5) * R; g < rows; g += CW * R) {
+        float s[R];
+#pragma unroll
+        for (int q = 0; q < R; q++) s[q] = 0.f;
+        for (int c = 0; c < nc; c++) {
+            float xv[8];
+            const float4 a = *(const float4 *)(xs + 8 * (c * 32 + lane));
+            const float4 b = *(const float4 *)(xs + 8 * (c * 32 + lane) + 4);
+            xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w, xv[4] = b.x, xv[5] = b.y, xv[6] = b.z, xv[7] = b.w;
+#pragma unroll
+            for (int q = 0; q < R; q++)
+                if (g + q < rows) s[q] += dot8(ws[(g + q) * kc + c * 32 + lane], xv);
+        }
+#pragma unroll
+        for (int q = 0; q < R; q++) {
+#pragma unroll
+            for (int o = 16; o; o >>= 1) s[q] += __shfl_xor_sync(0xffffffffu, s[q], o);
+            if (lane == 0 && g + q < rows) put(g + q, s[q]);
+        }
+    }
+}
+
+/* a value and the round that wrote it, in one 8-byte word (single-copy
+ * atomic): the reader knows the value is there by its tag, so no fence,
+ * counter or barrier stands between a writer and its readers */
+__device__ __forceinline__ void put_tagged(unsigned long long *p, float v, unsigned tag) {
+    const unsigned long long w = (unsigned long long)tag << 32 | __float_as_uint(v);
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(w) : "memory");
+}
+
+/* The whole chain as one persistent kernel (one block an SM) whose weights
+ * never wait for the matrix before: warp CW (the producer, one thread)
+ * copies the block's rows of every matrix in turn, a ring stage at a time,
+ * by TMA (cp.async.bulk), as fast as stages come free; the CW consumer
+ * warps wait until x is complete, take it into shared memory and multiply
+ * the stages as they fill. x complete: TAGGED, every value of x carries
+ * its round (put_tagged; the reader spins until each tag is right), else a
+ * grid barrier on one counter. So HBM streams weights across the matrix
+ * boundaries while the dependency's trip through L2 is paid. */
+template <int CW, bool TAGGED>
+__global__ void __launch_bounds__((CW + 1) * 32, 1)
+    stream_kernel(const Mat *mats, int nm, float *b0, float *b1, unsigned long long *t0,
+                  unsigned long long *t1, unsigned *count, int stage_bytes, int nst, int kmax,
+                  uint64_t *trace, long long *st4) {
+    extern __shared__ __align__(128) uint4 dyn[];
+    __shared__ __align__(8) uint64_t full[16], empty[16];
+    if (blockIdx.x) st4 = nullptr; /* stage events: block 0's only */
+    float *xs = (float *)dyn;
+    uint4 *ring = dyn + kmax / 4;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < nst; s++) {
+            mbar_init((unsigned)__cvta_generic_to_shared(full + s), 1);
+            mbar_init((unsigned)__cvta_generic_to_shared(empty + s), CW);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (warp == CW) { /* producer */
+        if (lane) return;
+        int t = 0;
+        for (int i = 0; i < nm; i++) {
+            const Mat M = mats[i];
+            const Span sp = span_of(M, stage_bytes);
+            for (int j = 0; j < sp.rows; j += sp.per_stage, t++) {
+                const int s = t % nst;
+                const unsigned fa = (unsigned)__cvta_generic_to_shared(full + s);
+                mbar_wait((unsigned)__cvta_generic_to_shared(empty + s), ((t / nst) & 1) ^ 1);
+                const unsigned nb = (unsigned)min(sp.per_stage, sp.rows - j) * M.k * 2;
+                if (st4) st4[t * 4] = clock64();
+                const unsigned dst = (unsigned)__cvta_generic_to_shared(ring) + s * stage_bytes;
+                const char *src = (const char *)(M.w + (int64_t)(sp.r0 + j) * (M.k / 8));
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(fa), "r"(nb)
+                             : "memory");
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                             ::"r"(dst), "l"(src), "r"(nb), "r"(fa) : "memory");
+            }
+        }
+        return;
+    }
+    constexpr int NT = CW * 32;
+    int t = 0;
+    for (int i = 0; i < nm; i++) {
+        const Mat M = mats[i];
+        const Span sp = span_of(M, stage_bytes);
+        uint64_t *tr = trace ? trace + ((int64_t)i * gridDim.x + blockIdx.x) * 5 : nullptr;
+        if (i == 0) {
+            for (int e = threadIdx.x; e < M.k; e += NT) xs[e] = __ldcg(b0 + e);
+        } else if (TAGGED) {
+            /* x of matrix i: tag i, in t0 / t1 by turns; each thread's
+             * pairs read again until all have the tag */
+            const unsigned long long *src = i % 2 ? t1 : t0;
+            constexpr int MAXP = 12; /* pairs a thread: k <= 2 * NT * MAXP */
+            unsigned pending = 0;
+#pragma unroll
+            for (int p = 0; p < MAXP; p++)
+                if ((threadIdx.x + p * NT) * 2 < M.k) pending |= 1u << p;
+            while (pending) {
+                unsigned long long u[MAXP][2];
+#pragma unroll
+                for (int p = 0; p < MAXP; p++)
+                    if (pending >> p & 1)
+                        asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"
+                                     : "=l"(u[p][0]), "=l"(u[p][1])
+                                     : "l"(src + (threadIdx.x + p * NT) * 2));
+#pragma unroll
+                for (int p = 0; p < MAXP; p++)
+                    if ((pending >> p & 1) && (unsigned)(u[p][0] >> 32) == (unsigned)i &&
+                        (unsigned)(u[p][1] >> 32) == (unsigned)i) {
+                        const int e0 = (threadIdx.x + p * NT) * 2;
+                        xs[e0] = __uint_as_float((unsigned)u[p][0]);
+                        xs[e0 + 1] = __uint_as_float((unsigned)u[p][1]);
+                        pending &= ~(1u << p);
+                    }
+            }
+        } else {
+            if (threadIdx.x == 0) {
+                unsigned v;
+                do {
+                    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(count) : "memory");
+                } while (v < (unsigned)i * gridDim.x);
+            }
+            consumers_sync_n<NT>();
+            const float *x = i % 2 ? b1 : b0;
+            for (int e = threadIdx.x; e < M.k; e += NT) xs[e] = __ldcg(x + e);
+        }
+        consumers_sync_n<NT>();
+        if (tr && threadIdx.x == 0) tr[0] = tr[1] = gtime();
+        float *y = (i + 1) % 2 ? b1 : b0; /* plain y: the last matrix (and every one untagged) */
+        unsigned long long *yt = (i + 1) % 2 ? t1 : t0;
+        const bool plain = !TAGGED || i == nm - 1;
+        for (int j = 0; j < sp.rows; j += sp.per_stage, t++) {
+            const int s = t % nst;
+            if (st4 && threadIdx.x == 0) st4[t * 4 + 1] = clock64();
+            mbar_wait((unsigned)__cvta_generic_to_shared(full + s), (t / nst) & 1);
+            if (st4 && threadIdx.x == 0) st4[t * 4 + 2] = clock64();
+            if (tr && threadIdx.x == 0 && j == 0) tr[2] = gtime();
+            const uint4 *ws = ring + s * (stage_bytes / 16);
+            const int nr = min(sp.per_stage, sp.rows - j), r0 = sp.r0 + j;
+            auto put = [&](int r, float v) {
+                if (plain) y[r0 + r] = v;
+                else put_tagged(yt + r0 + r, v, (unsigned)i + 1);
+            };
+            if (nr > 2 * CW) stage_rows<CW, 4>(M, ws, xs, nr, put);
+            else if (nr > CW) stage_rows<CW, 2>(M, ws, xs, nr, put);
+            else stage_rows<CW, 1>(M, ws, xs, nr, put);
+            __syncwarp();
+            if (lane == 0) mbar_arrive((unsigned)__cvta_generic_to_shared(empty + s));
+            if (st4 && threadIdx.x == 0) st4[t * 4 + 3] = clock64();
+        }
+        consumers_sync_n<NT>(); /* every y of the block written, xs free */
+        if (threadIdx.x == 0) {
+            if (tr) tr[3] = gtime();
+            if (!TAGGED) {
+                __threadfence();
+                atomicAdd(count, 1u);
+            }
+            if (tr) tr[4] = gtime();
+        }
+    }
+}
+
+
+/* ---- the same stream with a tensor-core consumer ----
+ * Weights in 16-row tiles (mmv_tc's load-order layout): a tile's k step of
+ * 32 elements is 1 KB, row slot j's 64 bytes at 64 j, quad q's 16 bytes
+ * at 16 q; a tile is contiguous (16 k 2 bytes). Tile j of matrix i goes to
+ * block (base_i + j) % grid, base_i the tiles of the matrices before, so
+ * every block streams about the same bytes a layer. A ring stage is 32 k
+ * steps of one tile (32 KB); warp w of 8 takes the stage's run of 4 steps
+ * w, as mmv_tc's k split with 8 warps; x is split into bf16 hi and lo and
+ * both are multiplied (mmv_tc's arithmetic); the warps' partials are summed
+ * in warp order. */
+__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t bf2(float a, float b) {
+    return (uint32_t)(__float_as_uint(a) >> 16) | (__float_as_uint(b) & 0xFFFF0000u);
+}
+/* round-to-nearest-even bf16 pair, hi and lo */
+__device__ __forceinline__ void split2(float a, float b, uint32_t &hi, uint32_t &lo) {
+    auto rn = [](float f) { uint32_t u = __float_as_uint(f); u += 0x7FFFu + ((u >> 16) & 1); return __uint_as_float(u & 0xFFFF0000u); };
+    const float ha = rn(a), hb = rn(b);
+    hi = bf2(ha, hb);
+    lo = bf2(rn(a - ha), rn(b - hb));
+}
+
+struct TileSpan {
+    int first, count, stride; /* the block's tiles of a matrix: first, first + stride, ... */
+};
+__device__ __forceinline__ TileSpan tiles_of(int m, int base) {
+    const int nt = (m + 15) / 16, G = gridDim.x;
+    const int first = ((int)blockIdx.x - base % G + G) % G;
+    return {first, first < nt ? (nt - first + G - 1) / G : 0, G};
+}
+
+__global__ void __launch_bounds__(9 * 32, 1)
+    tc_stream_kernel(const Mat *mats, const int *bases, int nm, const float *x0, float *yout,
+                     unsigned long long *t0, unsigned long long *t1, int nst, int kmax, uint64_t *trace,
+                     long long *st4) {
+    constexpr int CW = 8, NT = CW * 32, STAGE = 32 << 10;
+    extern __shared__ __align__(128) uint4 dyn[];
+    __shared__ __align__(8) uint64_t full[16], empty[16];
+    __shared__ float red[CW][16];
+    if (blockIdx.x) st4 = nullptr;
+    float *xs = (float *)dyn;
+    const uint8_t *ring = (const uint8_t *)(dyn + kmax / 4);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < nst; s++) {
+            mbar_init((unsigned)__cvta_generic_to_shared(full + s), 1);
+            mbar_init((unsigned)__cvta_generic_to_shared(empty + s), CW);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (warp == CW) { /* producer: the block's tiles of every matrix, 32 KB at a time */
+        if (lane) return;
+        int t = 0;
+        for (int i = 0; i < nm; i++) {
+            const Mat M = mats[i];
+            const TileSpan ts = tiles_of(M.m, bases[i]);
+            const int64_t tb = (int64_t)16 * M.k * 2; /* a tile's bytes */
+            for (int c = 0; c < ts.count; c++) {
+                const char *tile = (const char *)M.w + (int64_t)(ts.first + c * ts.stride) * tb;
+                for (int64_t off = 0; off < tb; off += STAGE, t++) {
+                    const int s = t % nst;
+                    const unsigned fa = (unsigned)__cvta_generic_to_shared(full + s);
+                    mbar_wait((unsigned)__cvta_generic_to_shared(empty + s), ((t / nst) & 1) ^ 1);
+                    const unsigned nb = (unsigned)min((int64_t)STAGE, tb - off);
+                    if (st4) st4[t * 4] = clock64();
+                    const unsigned dst = (unsigned)__cvta_generic_to_shared(ring) + s * STAGE;
+                    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(fa), "r"(nb)
+                                 : "memory");
+                    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                                 ::"r"(dst), "l"(tile + off), "r"(nb), "r"(fa) : "memory");
+                }
+            }
+        }
+        return;
+    }
+    int t = 0;
+    for (int i = 0; i < nm; i++) {
+        const Mat M = mats[i];
+        const TileSpan ts = tiles_of(M.m, bases[i]);
+        uint64_t *tr = trace ? trace + ((int64_t)i * gridDim.x + blockIdx.x) * 5 : nullptr;
+        if (ts.count) {
+            if (i == 0) {
+                for (int e = threadIdx.x; e < M.k; e += NT) xs[e] = __ldcg(x0 + e);
+            } else {
+                const unsigned long long *src = i % 2 ? t1 : t0;
+                constexpr int MAXP = 12;
+                unsigned pending = 0;
+#pragma unroll
+                for (int p = 0; p < MAXP; p++)
+                    if ((threadIdx.x + p * NT) * 2 < M.k) pending |= 1u << p;
+                while (pending) {
+                    unsigned long long u[MAXP][2];
+#pragma unroll
+                    for (int p = 0; p < MAXP; p++)
+                        if (pending >> p & 1)
+                            asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"
+                                         : "=l"(u[p][0]), "=l"(u[p][1])
+                                         : "l"(src + (threadIdx.x + p * NT) * 2));
+#pragma unroll
+                    for (int p = 0; p < MAXP; p++)
+                        if ((pending >> p & 1) && (unsigned)(u[p][0] >> 32) == (unsigned)i &&
+                            (unsigned)(u[p][1] >> 32) == (unsigned)i) {
+                            const int e0 = (threadIdx.x + p * NT) * 2;
+                            xs[e0] = __uint_as_float((unsigned)u[p][0]);
+                            xs[e0 + 1] = __uint_as_float((unsigned)u[p][1]);
+                            pending &= ~(1u << p);
+                        }
+                }
+            }
+        }
+        consumers_sync_n<NT>();
+        if (tr && threadIdx.x == 0) tr[0] = tr[1] = tr[2] = gtime();
+        unsigned long long *yt = (i + 1) % 2 ? t1 : t0;
+        const int nks = M.k / 32;
+        for (int c = 0; c < ts.count; c++) {
+            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+            for (int s0 = 0; s0 < nks; s0 += 32, t++) {
+                const int s = t % nst;
+                if (st4 && threadIdx.x == 0) st4[t * 4 + 1] = clock64();
+                mbar_wait((unsigned)__cvta_generic_to_shared(full + s), (t / nst) & 1);
+                if (st4 && threadIdx.x == 0) st4[t * 4 + 2] = clock64();
+                const uint8_t *ws = ring + s * STAGE;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int st = s0 + 4 * warp + j;
+                    if (st < nks) {
+                        const uint4 wlo = *(const uint4 *)(ws + (st - s0) * 1024 + g * 64 + q * 16);
+                        const uint4 whi = *(const uint4 *)(ws + (st - s0) * 1024 + (g + 8) * 64 + q * 16);
+                        uint32_t b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                        if (g == 0) {
+                            const float4 v0 = *(const float4 *)(xs + st * 32 + 8 * q);
+                            const float4 v1 = *(const float4 *)(xs + st * 32 + 8 * q + 4);
+                            split2(v0.x, v0.y, b[0], b[4]);
+                            split2(v0.z, v0.w, b[1], b[5]);
+                            split2(v1.x, v1.y, b[2], b[6]);
+                            split2(v1.z, v1.w, b[3], b[7]);
+                        }
+                        mma16816(acc, wlo.x, whi.x, wlo.y, whi.y, b[0], b[1]);
+                        mma16816(acc, wlo.x, whi.x, wlo.y, whi.y, b[4], b[5]);
+                        mma16816(acc, wlo.z, whi.z, wlo.w, whi.w, b[2], b[3]);
+                        mma16816(acc, wlo.z, whi.z, wlo.w, whi.w, b[6], b[7]);
+                    }
+                }
+                __syncwarp();
+                if (lane == 0) mbar_arrive((unsigned)__cvta_generic_to_shared(empty + s));
+                if (st4 && threadIdx.x == 0) st4[t * 4 + 3] = clock64();
+            }
+            if (q == 0) red[warp][g] = acc[0], red[warp][g + 8] = acc[2];
+            consumers_sync_n<NT>();
+            if (threadIdx.x < 16) {
+                float v = 0.f;
+#pragma unroll
+                for (int w = 0; w < CW; w++) v += red[w][threadIdx.x];
+                const int r = (ts.first + c * ts.stride) * 16 + threadIdx.x;
+                if (r < M.m) {
+                    if (i == nm - 1) yout[r] = v;
+                    else put_tagged(yt + r, v, (unsigned)i + 1);
+                }
+            }
+            consumers_sync_n<NT>(); /* red free again */
+        }
+        if (tr && threadIdx.x == 0) tr[3] = tr[4] = gtime();
+    }
+}
+
+/* the reference: y = W x over the tiled layout in f32, a warp a row */
+__global__ void tiled_ref_kernel(Mat M, const float *x, float *y) {
+    const int r = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (r >= M.m) return;
+    const uint16_t *w = (const uint16_t *)M.w;
+    const int64_t tile = r / 16, j = r % 16;
+    float s = 0.f;
+    for (int e = lane; e < M.k; e += 32) {
+        const int64_t off = tile * 16 * M.k + (e / 32) * 512 + j * 32 + e % 32;
+        s = fmaf(__uint_as_float((uint32_t)w[off] << 16), x[e], s);
+    }
+    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) y[r] = s;
+}
+
 __global__ void fill_bf16(uint16_t *p, int64_t n, uint32_t seed) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -368,6 +756,65 @@ int main(int argc, char **argv) {
     };
     const cudaGraphExec_t gd = staged_fit ? staged_graph(gemv_staged_kernel) : nullptr;
     const cudaGraphExec_t ge = staged_fit ? staged_graph(gemv_tma_kernel) : nullptr;
+    /* F, the streamed persistent kernel: one block an SM, the ring filling
+     * what shared memory x leaves (STAGE_KB, 32 by default) */
+    int kmax = 0, maxmid = 0;
+    for (auto &M : mats) kmax = std::max(kmax, M.k);
+    for (int i = 0; i + 1 < nm; i++) maxmid = std::max(maxmid, mats[i].m);
+    const int stage_kb = getenv("STAGE_KB") ? atoi(getenv("STAGE_KB")) : 32;
+    const int stage = stage_kb << 10, ring_max = dyn_max - kmax * 4;
+    const int nst = std::min(16, ring_max / stage);
+    /* CW=16 for 16 consumer warps; TAGGED=0 for the counter */
+    const int cw = getenv("CW") ? atoi(getenv("CW")) : 8;
+    const bool tagged = !getenv("TAGGED") || atoi(getenv("TAGGED"));
+    auto sk = cw == 16 ? (tagged ? stream_kernel<16, true> : stream_kernel<16, false>)
+                       : (tagged ? stream_kernel<8, true> : stream_kernel<8, false>);
+    CK(cudaFuncSetAttribute(sk, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn_max));
+    uint64_t *trace = nullptr;
+    CK(cudaMalloc(&trace, (size_t)nm * sms * 5 * 8));
+    long long *st4 = nullptr;
+    CK(cudaMalloc(&st4, (size_t)nm * 64 * 4 * 8));
+    unsigned long long *tg[2];
+    CK(cudaMalloc(&tg[0], maxm * 8));
+    CK(cudaMalloc(&tg[1], maxm * 8));
+    auto stream_graph = [&](uint64_t *tr) {
+        return capture([&] {
+            if (tagged) {
+                CK(cudaMemsetAsync(tg[0], 0, maxmid * 8, st));
+                CK(cudaMemsetAsync(tg[1], 0, maxmid * 8, st));
+            } else {
+                CK(cudaMemsetAsync(count, 0, 4, st));
+            }
+            sk<<<sms, (cw + 1) * 32, kmax * 4 + nst * stage, st>>>(dm, nm, buf[0], buf[1], tg[0], tg[1], count,
+                                                                   stage, nst, kmax, tr, tr ? st4 : nullptr);
+            CK(cudaGetLastError());
+        });
+    };
+    const cudaGraphExec_t gf = stream_graph(nullptr), gt = stream_graph(trace);
+    /* G, the tensor-core stream; its reference, the tiled f32 chain */
+    std::vector<int> bases(nm);
+    for (int i = 0, b = 0; i < nm; i++) bases[i] = b, b += (mats[i].m + 15) / 16;
+    int *dbases;
+    CK(cudaMalloc(&dbases, nm * 4));
+    CK(cudaMemcpy(dbases, bases.data(), nm * 4, cudaMemcpyHostToDevice));
+    const int tc_nst = std::min(16, (dyn_max - kmax * 4) / (32 << 10));
+    CK(cudaFuncSetAttribute(tc_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn_max));
+    float *tc_out;
+    CK(cudaMalloc(&tc_out, maxm * 4));
+    auto tc_graph = [&](uint64_t *tr) {
+        return capture([&] {
+            CK(cudaMemsetAsync(tg[0], 0, maxmid * 8, st));
+            CK(cudaMemsetAsync(tg[1], 0, maxmid * 8, st));
+            tc_stream_kernel<<<sms, 9 * 32, kmax * 4 + tc_nst * (32 << 10), st>>>(
+                dm, dbases, nm, buf[0], tc_out, tg[0], tg[1], tc_nst, kmax, tr, tr ? st4 : nullptr);
+            CK(cudaGetLastError());
+        });
+    };
+    const cudaGraphExec_t gg = tc_graph(nullptr), ggt = tc_graph(trace);
+    const cudaGraphExec_t gref = capture([&] {
+        for (int i = 0; i < nm; i++)
+            tiled_ref_kernel<<<(mats[i].m + 7) / 8, 256, 0, st>>>(mats[i], buf[i % 2], buf[(i + 1) % 2]);
+    });
     /* same bits: each graph's output, the buffer cleared before */
     const int last = nm % 2;
     auto output = [&](cudaGraphExec_t gx) {
@@ -378,23 +825,35 @@ int main(int argc, char **argv) {
         CK(cudaMemcpy(y.data(), buf[last], maxm * 4, cudaMemcpyDeviceToHost));
         return y;
     };
-    const std::vector<float> ya = output(ga), yb = output(gb), yc = output(gc);
+    const std::vector<float> ya = output(ga), yb = output(gb), yc = output(gc), yf = output(gf);
     const std::vector<float> yd = staged_fit ? output(gd) : ya, ye = staged_fit ? output(ge) : ya;
     const int mlast = mats.back().m;
     const bool same = memcmp(ya.data(), yb.data(), (size_t)mlast * 4) == 0 &&
                       memcmp(ya.data(), yd.data(), (size_t)mlast * 4) == 0 &&
                       memcmp(ya.data(), ye.data(), (size_t)mlast * 4) == 0 &&
                       memcmp(ya.data(), yc.data(), (size_t)mlast * 4) == 0;
+    const bool same_f = memcmp(ya.data(), yf.data(), (size_t)mlast * 4) == 0;
+    /* the tensor-core stream against the tiled f32 chain: max |diff| over max |ref| */
+    const std::vector<float> yref = output(gref);
+    std::vector<float> ytc(mlast);
+    CK(cudaGraphLaunch(gg, st));
+    CK(cudaStreamSynchronize(st));
+    CK(cudaMemcpy(ytc.data(), tc_out, (size_t)mlast * 4, cudaMemcpyDeviceToHost));
+    double dmax = 0, rmax = 0;
+    for (int r = 0; r < mlast; r++)
+        dmax = std::max(dmax, (double)fabsf(ytc[r] - yref[r])), rmax = std::max(rmax, (double)fabsf(yref[r]));
+    const bool tc_ok = dmax <= 1e-3 * rmax && rmax > 0;
 
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    double med[5];
-    for (int v = 0; v < (staged_fit ? 5 : 3); v++) {
+    double med[7];
+    for (int v = 0; v < 7; v++) {
+        if (!staged_fit && (v == 3 || v == 4)) continue;
         std::vector<float> t;
         for (int rep = 0; rep < 60; rep++) {
             CK(cudaEventRecord(e0, st));
-            CK(cudaGraphLaunch(v == 4 ? ge : v == 3 ? gd : v == 2 ? gc : v ? gb : ga, st));
+            CK(cudaGraphLaunch(v == 6 ? gg : v == 5 ? gf : v == 4 ? ge : v == 3 ? gd : v == 2 ? gc : v ? gb : ga, st));
             CK(cudaEventRecord(e1, st));
             CK(cudaEventSynchronize(e1));
             float ms;
@@ -418,5 +877,75 @@ int main(int argc, char **argv) {
         printf("  kernel a matrix, staged by TMA (%d blocks): %.3f ms  %.0f GB/s\n", sgrid, med[4],
                bytes / med[4] / 1e6);
     }
-    return same ? 0 : 1;
+    printf("  persistent, weights streamed (%d x %d KB ring, %d warps, %s): %.3f ms  %.0f GB/s  outputs %s\n", nst,
+           stage_kb, cw, tagged ? "tagged x" : "counter", med[5], bytes / med[5] / 1e6, same_f ? "equal" : "DIFFER");
+    printf("  persistent, streamed, tensor cores (%d x 32 KB ring, tiles spread): %.3f ms  %.0f GB/s  "
+           "max |diff| %.2e of max |ref| %.2e: %s\n", tc_nst, med[6], bytes / med[6] / 1e6, dmax, rmax,
+           tc_ok ? "ok" : "WRONG");
+    /* where a streamed matrix's time goes: one traced launch (after a warm one) */
+    const bool tct = !getenv("TRACE_F");
+    printf("  traced: %s\n", tct ? "tensor-core stream" : "f32 stream");
+    for (int w = 0; w < 2; w++) CK(cudaGraphLaunch(tct ? ggt : gt, st));
+    CK(cudaStreamSynchronize(st));
+    std::vector<uint64_t> tr((size_t)nm * sms * 5);
+    CK(cudaMemcpy(tr.data(), trace, tr.size() * 8, cudaMemcpyDeviceToHost));
+    auto T = [&](int i, int b, int e) { return (double)tr[((size_t)i * sms + b) * 5 + e]; };
+    /* per matrix kind (i % 4), medians over layers of: spread of the blocks'
+     * arrivals; last arrival -> median block sees the barrier; x load;
+     * x loaded -> first stage ready; first stage -> arrive; the atomic */
+    const char *kinds[4] = {"qkv", "o", "gate_up", "down"};
+    printf("  trace (us, medians over layers): kind  end-spread  x-ready-after-last-end  -  stage-wait  compute  atomic  step\n");
+    for (int kd = 0; kd < 4; kd++) {
+        std::vector<double> c[7];
+        for (int i = 4 + kd; i + 1 < nm; i += 4) {
+            double amin = 1e30, amax = 0, step;
+            std::vector<double> seen, xl, sw, cp, at;
+            for (int b = 0; b < sms; b++) {
+                amin = std::min(amin, T(i, b, 3)), amax = std::max(amax, T(i, b, 3));
+                xl.push_back(T(i, b, 1) - T(i, b, 0));
+                sw.push_back(T(i, b, 2) - T(i, b, 1));
+                cp.push_back(T(i, b, 3) - T(i, b, 2));
+                at.push_back(T(i, b, 4) - T(i, b, 3));
+            }
+            for (int b = 0; b < sms; b++) seen.push_back(T(i + 1, b, 0) - amax);
+            double pmax = 0;
+            for (int b = 0; b < sms; b++) pmax = std::max(pmax, T(i - 1, b, 3));
+            step = amax - pmax;
+            auto md = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+            c[0].push_back(amax - amin), c[1].push_back(md(seen)), c[2].push_back(md(xl));
+            c[3].push_back(md(sw)), c[4].push_back(md(cp)), c[5].push_back(md(at)), c[6].push_back(step);
+        }
+        auto md = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+        printf("  trace %-8s %6.2f %6.2f %6.2f %6.2f %6.2f %6.2f %6.2f\n", kinds[kd], md(c[0]) / 1e3, md(c[1]) / 1e3,
+               md(c[2]) / 1e3, md(c[3]) / 1e3, md(c[4]) / 1e3, md(c[5]) / 1e3, md(c[6]) / 1e3);
+    }
+    /* block 0's stages, cycles: issue -> consumer starts waiting; wait;
+     * compute (ready -> done), per matrix kind, medians over layers */
+    {
+        std::vector<long long> e((size_t)nm * 64 * 4);
+        CK(cudaMemcpy(e.data(), st4, e.size() * 8, cudaMemcpyDeviceToHost));
+        std::vector<int> first(nm + 1, 0);
+        for (int i = 0; i < nm; i++) {
+            const int per = (mats[i].m + sms - 1) / sms, rows = std::min(per, mats[i].m);
+            const int ps = std::max(1, stage / (mats[i].k * 2));
+            const int nt = (mats[i].m + 15) / 16, f0 = (0 - bases[i] % sms + sms) % sms;
+            const int tiles0 = f0 < nt ? (nt - f0 + sms - 1) / sms : 0;
+            first[i + 1] = first[i] + (tct ? tiles0 * ((mats[i].k / 32 + 31) / 32) : (rows + ps - 1) / ps);
+        }
+        const char *kn[4] = {"qkv", "o", "gate_up", "down"};
+        printf("  block 0 stages (cycles; medians over layers): kind stages  issue->need  wait  compute  need->need\n");
+        for (int kd = 0; kd < 4; kd++) {
+            std::vector<double> a, w, c, g;
+            for (int i = 4 + kd; i + 1 < nm; i += 4)
+                for (int t = first[i]; t < first[i + 1]; t++) {
+                    a.push_back((double)(e[t * 4 + 1] - e[t * 4]));
+                    w.push_back((double)(e[t * 4 + 2] - e[t * 4 + 1]));
+                    c.push_back((double)(e[t * 4 + 3] - e[t * 4 + 2]));
+                    if (t) g.push_back((double)(e[t * 4 + 1] - e[(t - 1) * 4 + 3]));
+                }
+            auto md = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v.empty() ? 0. : v[v.size() / 2]; };
+            printf("  stages %-8s %d  %8.0f %8.0f %8.0f %8.0f\n", kn[kd], first[5 + kd] - first[4 + kd], md(a), md(w), md(c), md(g));
+        }
+    }
+    return same && same_f && tc_ok ? 0 : 1;
 }
