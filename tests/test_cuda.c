@@ -468,7 +468,6 @@ static void test_fused_case(int type, int64_t k, int64_t n) {
 }
 
 static void test_qk_prep_case(int kv_type, bool norms);
-static void test_prep_attn_case(int kv_type, bool norms, bool neox, int hd, int64_t n, int64_t pos0);
 
 static void test_fused(void) {
     static const int types[] = {MTPLX_TYPE_F32, MTPLX_TYPE_F16, MTPLX_TYPE_BF16, MTPLX_TYPE_Q8_0,
@@ -503,20 +502,6 @@ static void test_fused(void) {
         test_qk_prep_case(MTPLX_TYPE_F16, norms);
         test_qk_prep_case(MTPLX_TYPE_F32, norms);
     }
-    /* head sizes whose RoPE pairs fall in one lane (128) or across lanes
-     * (80, 64 interleaved); 1, 3 and 16 rows; an empty cache and 37 rows
-     * (not with the op switched off: MTPLX_CUDA_PREP_ATTN=0) */
-    const char *pa = getenv("MTPLX_CUDA_PREP_ATTN");
-    if (pa && strcmp(pa, "0") == 0) {
-        printf("  info  prep_attention switched off (MTPLX_CUDA_PREP_ATTN=0): its checks skipped\n");
-        return;
-    }
-    test_prep_attn_case(MTPLX_TYPE_F16, true, true, 128, 1, 37);
-    test_prep_attn_case(MTPLX_TYPE_F16, true, true, 128, 16, 37);
-    test_prep_attn_case(MTPLX_TYPE_F32, true, true, 128, 3, 0);
-    test_prep_attn_case(MTPLX_TYPE_F32, false, false, 64, 5, 37);
-    test_prep_attn_case(MTPLX_TYPE_F16, true, false, 80, 16, 5);
-    test_prep_attn_case(MTPLX_TYPE_F32, true, true, 256, 4, 37);
 }
 
 /* BF16 weights tiled for the tensor-core GEMV (paths.tile, on by default)
@@ -836,89 +821,6 @@ static void test_qk_prep_case(int kv_type, bool norms) {
     gpu->buf_free(gpu, vd);
     mtplx_cuda_forget_params(gpu);
     free(q), free(k), free(v), free(qn), free(kn), free(freq), free(fa), free(fb);
-}
-
-/* The caches' first rows (ctx of kvd) as f32, downloaded (F16 converted on the host) */
-static float *cache_rows(const void *dc, int kv_type, int64_t rows, int64_t kvd) {
-    size_t cb = (size_t)rows * mtplx_row_size(kv_type, kvd);
-    void *h = malloc(cb);
-    float *f = malloc((size_t)(rows * kvd) * sizeof(float));
-    gpu->download(gpu, h, dc, cb);
-    mtplx_dequantize_row(kv_type, h, f, rows * kvd);
-    free(h);
-    return f;
-}
-
-/* prep_attention (the q/k prep and the attention of a step in one launch)
- * against qk_norm_rope_store + attention on the same inputs: the outputs
- * and the caches agree up to f32 rounding (an F16 cache: up to one f16
- * rounding of a K / V value). And its determinism: n rows at pos0 == the
- * same rows one at a time at pos0 + j (decode == verify), outputs and
- * caches bit for bit. The caches' first pos0 rows hold earlier K / V. */
-static void test_prep_attn_case(int kv_type, bool norms, bool neox, int hd, int64_t n, int64_t pos0) {
-    const int nh = 4, nkv = 2;
-    const int64_t ctx = pos0 + n, qd = nh * hd, kvd = nkv * hd;
-    const float scale = 1.0f / sqrtf((float)hd);
-    float *q = rand_vec(n * qd, 1.0f), *k = rand_vec(n * kvd, 1.0f), *v = rand_vec(n * kvd, 1.0f);
-    float *old = rand_vec(2 * (pos0 + 1) * kvd, 1.0f);
-    float *qn = norms ? rand_vec(hd, 1.0f) : NULL, *kn = norms ? rand_vec(hd, 1.0f) : NULL;
-    float *freq = malloc((size_t)(hd / 2) * sizeof(float));
-    for (int i = 0; i < hd / 2; i++)
-        freq[i] = powf(1e6f, -2.0f * (float)i / (float)hd);
-    size_t cb = (size_t)ctx * mtplx_row_size(kv_type, kvd);
-    float *qd_ = to_dev(q, (size_t)(n * qd) * 4), *kd = to_dev(k, (size_t)(n * kvd) * 4);
-    float *vd = to_dev(v, (size_t)(n * kvd) * 4), *od = to_dev(old, (size_t)(2 * (pos0 + 1) * kvd) * 4);
-    /* three cache pairs: fused, the two ops, fused a row at a time */
-    void *kc[3], *vc[3];
-    float *out[3];
-    for (int c = 0; c < 3; c++) {
-        kc[c] = gpu->buf_alloc(gpu, cb), vc[c] = gpu->buf_alloc(gpu, cb);
-        if (pos0) {
-            gpu->kv_store(gpu, kv_type, kc[c], 0, od, pos0, kvd);
-            gpu->kv_store(gpu, kv_type, vc[c], 0, od + pos0 * kvd, pos0, kvd);
-        }
-        out[c] = gpu->buf_alloc(gpu, (size_t)(n * qd) * 4);
-    }
-    bool took = gpu->prep_attention &&
-                gpu->prep_attention(gpu, qd_, kd, vd, n, nh, nkv, hd, qn, kn, 1e-6f, pos0, freq, neox,
-                                    kv_type, kc[0], vc[0], scale, out[0]);
-    for (int64_t j = 0; j < n && took; j++)
-        took = gpu->prep_attention(gpu, qd_ + j * qd, kd + j * kvd, vd + j * kvd, 1, nh, nkv, hd, qn,
-                                   kn, 1e-6f, pos0 + j, freq, neox, kv_type, kc[2], vc[2], scale,
-                                   out[2] + j * qd);
-    /* the two ops (q and k rewritten: copies) */
-    float *qb = to_dev(q, (size_t)(n * qd) * 4), *kb = to_dev(k, (size_t)(n * kvd) * 4);
-    bool took2 = gpu->qk_norm_rope_store(gpu, qb, kb, vd, n, nh, nkv, hd, qn, kn, 1e-6f, pos0, freq,
-                                         neox, kv_type, kc[1], vc[1]);
-    gpu->attention(gpu, qb, n, nh, nkv, hd, kc[1], vc[1], kv_type, pos0, scale, out[1]);
-    float *ho[3], *hk[3], *hv[3];
-    for (int c = 0; c < 3; c++) {
-        ho[c] = from_dev(out[c], (size_t)(n * qd));
-        hk[c] = cache_rows(kc[c], kv_type, ctx, kvd), hv[c] = cache_rows(vc[c], kv_type, ctx, kvd);
-    }
-    const bool f16 = kv_type == MTPLX_TYPE_F16;
-    const double tol_c = f16 ? 2e-3 : 1e-6, tol_o = f16 ? 2e-3 : 1e-5;
-    double ec = fmax(rel_err(hk[0], hk[1], ctx * kvd, 1.0), rel_err(hv[0], hv[1], ctx * kvd, 1.0));
-    double eo = rel_err(ho[0], ho[1], n * qd, 1.0);
-    report(took && took2 && ec <= tol_c && eo <= tol_o,
-           "prep_attention %s cache%s%s hd=%d n=%-2lld pos0=%-2lld == qk_norm_rope_store + attention: "
-           "out %.2e (tol %.0e), caches %.2e (tol %.0e)",
-           f16 ? "F16" : "F32", norms ? ", q/k norms" : "", neox ? ", neox" : "", hd, (long long)n,
-           (long long)pos0, eo, tol_o, ec, tol_c);
-    const size_t of = (size_t)(n * qd) * 4, cf = (size_t)(ctx * kvd) * 4;
-    report(took && memcmp(ho[0], ho[2], of) == 0 && memcmp(hk[0], hk[2], cf) == 0 &&
-               memcmp(hv[0], hv[2], cf) == 0,
-           "prep_attention %s hd=%d: %lld rows at once == one at a time (decode == verify), outputs "
-           "and caches bit for bit",
-           f16 ? "F16" : "F32", hd, (long long)n);
-    for (int c = 0; c < 3; c++) {
-        free(ho[c]), free(hk[c]), free(hv[c]);
-        gpu->buf_free(gpu, kc[c]), gpu->buf_free(gpu, vc[c]), gpu->buf_free(gpu, out[c]);
-    }
-    gpu->buf_free(gpu, qd_), gpu->buf_free(gpu, kd), gpu->buf_free(gpu, vd), gpu->buf_free(gpu, od);
-    gpu->buf_free(gpu, qb), gpu->buf_free(gpu, kb);
-    mtplx_cuda_forget_params(gpu);
-    free(q), free(k), free(v), free(old), free(qn), free(kn), free(freq);
 }
 
 /* ---- small ops ---- */

@@ -92,17 +92,14 @@
  * x kernel applies the norm at no cost). MTPLX_CUDA_FUSE_NORM=1 folds them
  * into every mmv path (on the f32 GEMV it made 0.6B BF16 decode 4% faster
  * but n = 4 worse, bench/RESULTS.md section 16), =0 into none
- * (bench/RESULTS.md section 18a). prep_attention (kernels.cu's
- * prep_attn_kernel) makes a step's q/k prep and its attention one launch
- * (7 a layer for BF16; MTPLX_CUDA_PREP_ATTN=0: two, bench/RESULTS.md
- * section 30).
+ * (bench/RESULTS.md section 18a).
  *
  * Programmatic dependent launch (PDL, sm_90; cuda_util.cuh's launch_k). A
  * small model's step is a chain of short kernels (8 a layer for BF16), and
  * the gap between two of them (the next kernel's launch, its blocks getting
  * resident, its first weight loads) was most of a 0.6B step. So the step's
  * kernels (the tensor-core and int8 GEMVs and the int8 x kernel, rmsnorm,
- * qk_norm_rope_store, attention, prep_attention, get_rows) are launched as programmatic
+ * qk_norm_rope_store, attention, get_rows) are launched as programmatic
  * dependents of the kernel before them: a GEMV is resident while the kernel
  * before it runs and issues its first weights' loads before it waits for
  * its x. Each kernel waits for its
@@ -162,7 +159,6 @@ typedef struct {
      * it; off: kernels.cu's mm_kernel and the plain ops (MTPLX_CUDA_MMV=0,
      * MTPLX_CUDA_FUSE=0) */
     bool mmv, fuse;
-    bool prep_attn; /* prep_attention (with fuse); MTPLX_CUDA_PREP_ATTN=0: off */
     int fuse_norm; /* rmsnorm fused into the matmul after it: FUSE_NORM_* (norm_ok) */
     /* gather ids of plain (uncaptured) multi-row get_rows */
     int32_t *ids_dev;
@@ -543,27 +539,6 @@ static bool cu_qk_norm_rope_store(mtplx_backend *be, float *q, float *k, const f
     CK(mtplx_cuda_qk_norm_rope_store(c->stream, q, k, v, n, n_head, n_head_kv, head_dim, qn, kn,
                                      eps, pos0, f, neox, kv_type, kc, vc, dyn, pdl_next(c)),
        "qk_norm_rope_store");
-    launched(c);
-    return true;
-}
-
-static bool cu_prep_attention(mtplx_backend *be, const float *q, const float *k, const float *v,
-                              int64_t n, int n_head, int n_head_kv, int head_dim,
-                              const float *q_norm, const float *k_norm, float eps, int64_t pos0,
-                              const float *inv_freq, bool neox, int kv_type, void *kc, void *vc,
-                              float scale, float *out) {
-    cuda_backend *c = (cuda_backend *)be;
-    if (!c->fuse || !c->prep_attn ||
-        !mtplx_cuda_prep_attention_ok(head_dim, n, n_head, n_head_kv, kv_type))
-        return false;
-    size_t hb = (size_t)head_dim * sizeof(float);
-    const float *qn = param(c, q_norm, hb), *kn = param(c, k_norm, hb);
-    const float *f = param(c, inv_freq, hb / 2);
-    const mtplx_cuda_step *dyn = step_pos(c, &pos0);
-    if (bench_skip("attn", n)) return true;
-    CK(mtplx_cuda_prep_attention(c->stream, q, k, v, n, n_head, n_head_kv, head_dim, qn, kn, eps,
-                                 pos0, f, neox, kv_type, kc, vc, scale, out, dyn, pdl_next(c)),
-       "prep_attention");
     launched(c);
     return true;
 }
@@ -1077,7 +1052,6 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
         .matmul_swiglu = cu_matmul_swiglu,
         .matmul_add = cu_matmul_add,
         .qk_norm_rope_store = cu_qk_norm_rope_store,
-        .prep_attention = cu_prep_attention,
     };
     /* MTPLX_CUDA_MMV=0: today's mm_kernel for every matmul and no fused
      * matmuls; MTPLX_CUDA_FUSE=0: no fused ops at all (matmul_* and
@@ -1085,9 +1059,6 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
      * out when a GPU run looks wrong */
     c->mmv = !env_is_0("MTPLX_CUDA_MMV");
     c->fuse = !env_is_0("MTPLX_CUDA_FUSE");
-    /* the q/k prep and the attention of a decode or verify step as one
-     * launch (prep_attention); MTPLX_CUDA_PREP_ATTN=0: two */
-    c->prep_attn = !env_is_0("MTPLX_CUDA_PREP_ATTN");
     /* the layers' rmsnorms inside the QKV and gate/up matmuls and the final
      * norm inside the output head (two launches a layer fewer): by default
      * where those go to mmv_i8.cu (norm_ok); MTPLX_CUDA_FUSE_NORM=1 for every

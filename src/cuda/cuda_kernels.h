@@ -250,20 +250,6 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
                                  int kv_type, int64_t pos0, float scale, float *out,
                                  const mtplx_cuda_step *dyn, bool pdl);
 
-/* mtplx_cuda_qk_norm_rope_store then mtplx_cuda_attention in one launch,
- * for a step of n <= MTPLX_CUDA_STEP_ROWS rows (kernels.cu's
- * prep_attn_kernel): the same results up to f32 rounding, the caches
- * written the same way, q, k and v left as they are. A row's result does
- * not depend on n (decode == verify, bit for bit). */
-cudaError_t mtplx_cuda_prep_attention(cudaStream_t s, const float *q, const float *k, const float *v,
-                                      int64_t n, int n_head, int n_head_kv, int head_dim,
-                                      const float *q_norm, const float *k_norm, float eps,
-                                      int64_t pos0, const float *inv_freq, bool neox, int kv_type,
-                                      void *kc, void *vc, float scale, float *out,
-                                      const mtplx_cuda_step *dyn, bool pdl);
-/* Whether mtplx_cuda_prep_attention takes these (else the two ops) */
-bool mtplx_cuda_prep_attention_ok(int head_dim, int64_t n, int n_head, int n_head_kv, int kv_type);
-
 /* The same attention tiled for many query tokens (prefill): 16 queries of a
  * head per block share each K/V tile in shared memory. f32 math as the one
  * above, but not bit-identical to it (another summation order); the backend

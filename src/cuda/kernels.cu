@@ -610,27 +610,37 @@ __device__ __forceinline__ float kv_load(const void *base, size_t idx) {
     return __ldcg((const float *)base + idx);
 }
 
-/* The attention of one query row (q in qr: lanes split head_dim, element
- * lane + 32 e) over positions [0, n_kv): warps take positions
- * round-robin, each with its own running max / sum / output (online
- * softmax); the warps' partial results are merged at the end, in warp
- * order, into op [hd]. kv(p, j, v) is element j of K row p (V row with v
- * set). The sum order depends on n_kv alone, so a row's result is the same
- * whatever else the launch computes. */
-template <typename KV>
-__device__ __forceinline__ void attend(const float (&qr)[ATT_MAXE], int hd, int64_t n_kv, float scale,
-                                       KV kv, float *op) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    float acc[ATT_MAXE];
+/* Block (head h, token t): warps take cache positions round-robin, each with
+ * its own running max / sum / output (online softmax); lanes split head_dim
+ * (element lane + 32 e). The warps' partial results are merged at the end. */
+template <bool F16>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+    attn_kernel(const float *__restrict__ q, int n_head, int n_head_kv, int hd,
+                const void *__restrict__ K, const void *__restrict__ V, int64_t pos0, float scale,
+                float *__restrict__ out, const mtplx_cuda_step *__restrict__ dyn) {
+    pdl_trigger(), pdl_wait(); /* (launch_k) */
+    pos0 += dyn_pos(dyn);
+    int h = blockIdx.x;
+    int64_t t = blockIdx.y;
+    int kvh = h / (n_head / n_head_kv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const float *qp = q + ((size_t)t * n_head + h) * hd;
+    float qr[ATT_MAXE], acc[ATT_MAXE];
 #pragma unroll
-    for (int e = 0; e < ATT_MAXE; e++) acc[e] = 0.f;
+    for (int e = 0; e < ATT_MAXE; e++) {
+        int j = lane + 32 * e;
+        qr[e] = j < hd ? __ldcg(qp + j) : 0.f;
+        acc[e] = 0.f;
+    }
     float mx = -INFINITY, sum = 0.f;
+    int64_t n_kv = pos0 + t + 1;
+    size_t row = (size_t)n_head_kv * hd, off = (size_t)kvh * hd;
     for (int64_t p = warp; p < n_kv; p += ATT_WARPS) {
+        size_t base = (size_t)p * row + off;
         float s = 0.f;
 #pragma unroll
         for (int e = 0; e < ATT_MAXE; e++) {
             int j = lane + 32 * e;
-            if (j < hd) s += qr[e] * kv(p, j, false);
+            if (j < hd) s += qr[e] * kv_load<F16>(K, base + j);
         }
         s = warp_sum(s) * scale;
         float mn = fmaxf(mx, s), c = expf(mx - mn), pw = expf(s - mn);
@@ -638,7 +648,7 @@ __device__ __forceinline__ void attend(const float (&qr)[ATT_MAXE], int hd, int6
 #pragma unroll
         for (int e = 0; e < ATT_MAXE; e++) {
             int j = lane + 32 * e;
-            if (j < hd) acc[e] = acc[e] * c + pw * kv(p, j, true);
+            if (j < hd) acc[e] = acc[e] * c + pw * kv_load<F16>(V, base + j);
         }
         mx = mn;
     }
@@ -660,130 +670,13 @@ __device__ __forceinline__ void attend(const float (&qr)[ATT_MAXE], int hd, int6
         tot += s_sum[w] * f[w];
     }
     float inv = 1.f / tot;
+    float *op = out + ((size_t)t * n_head + h) * hd;
     for (int j = threadIdx.x; j < hd; j += blockDim.x) {
         float v = 0.f;
 #pragma unroll
         for (int w = 0; w < ATT_WARPS; w++) v += s_acc[w][j] * f[w];
         op[j] = v * inv;
     }
-}
-
-/* Block (head h, token t): attend over the cache's first pos0 + t + 1 rows. */
-template <bool F16>
-__global__ void __launch_bounds__(ATT_WARPS * 32)
-    attn_kernel(const float *__restrict__ q, int n_head, int n_head_kv, int hd,
-                const void *__restrict__ K, const void *__restrict__ V, int64_t pos0, float scale,
-                float *__restrict__ out, const mtplx_cuda_step *__restrict__ dyn) {
-    pdl_trigger(), pdl_wait(); /* (launch_k) */
-    pos0 += dyn_pos(dyn);
-    int h = blockIdx.x;
-    int64_t t = blockIdx.y;
-    int kvh = h / (n_head / n_head_kv), lane = threadIdx.x & 31;
-    const float *qp = q + ((size_t)t * n_head + h) * hd;
-    float qr[ATT_MAXE];
-#pragma unroll
-    for (int e = 0; e < ATT_MAXE; e++) {
-        int j = lane + 32 * e;
-        qr[e] = j < hd ? __ldcg(qp + j) : 0.f;
-    }
-    size_t row = (size_t)n_head_kv * hd, off = (size_t)kvh * hd;
-    attend(qr, hd, pos0 + t + 1, scale,
-           [&](int64_t p, int j, bool v) { return kv_load<F16>(v ? V : K, (size_t)p * row + off + j); },
-           out + ((size_t)t * n_head + h) * hd);
-}
-
-/* mtplx_cuda_prep_attention: qk_prep_kernel (attn_prep.cu) and attn_kernel
- * in one launch, for a step of at most MTPLX_CUDA_STEP_ROWS rows. Block
- * (head h, token t) first makes, a warp a row, the rows it needs from the
- * projections: its own q row (RMS-normed by qn, then RoPE at position pos +
- * t), and K (normed by kn, RoPE) and V of its kv head for the step's tokens
- * 0 .. t, which the cache does not hold yet; those as the cache will hold
- * them (rounded to f16 for an F16 cache). The block of the last token and
- * of its group's first q head has all n_tok of them made and stores them
- * in the caches; no block reads a cache row of the step, so no block waits
- * for another. Then attend, with the step's K / V rows from shared memory
- * and the earlier ones from the caches. A row's norm is one warp's sum
- * (lane + 32 e, then warp_sum), fixed by head_dim, so a K row is the same
- * bits whichever block makes it, and a token's result is the same whether
- * it comes alone (decode) or with others (verify). The norm's order is not
- * rmsnorm_kernel's: results equal qk_prep_kernel + attn_kernel up to f32
- * rounding, not bit for bit. The rows sit in dynamic shared memory, 2 n_tok
- * + 1 of head_dim floats (q, then K rows, then V rows): as little as a
- * decode step needs (a kernel of 42 KB of static shared memory made 0.6B
- * decode 13% slower, bench/RESULTS.md section 30). */
-
-template <bool F16>
-__global__ void __launch_bounds__(ATT_WARPS * 32)
-    prep_attn_kernel(const float *q, const float *k, const float *v, int n_tok, int n_head,
-                     int n_head_kv, int hd, const float *__restrict__ qn,
-                     const float *__restrict__ kn, float eps, int64_t pos0,
-                     const float *__restrict__ inv_freq, bool neox, void *kc, void *vc, float scale,
-                     float *__restrict__ out, const mtplx_cuda_step *__restrict__ dyn) {
-    extern __shared__ float xs[];
-    pdl_trigger();
-    const int h = blockIdx.x, t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int group = n_head / n_head_kv, kvh = h / group, half = hd / 2;
-    const int64_t pos = pos0 + dyn_pos(dyn), kvd = (int64_t)n_head_kv * hd, off = (int64_t)kvh * hd;
-    const bool store = h % group == 0 && t == n_tok - 1;
-    const int nk = store ? n_tok : t + 1; /* the step's K / V rows the block makes */
-    pdl_wait(); /* (launch_k) */
-    for (int r = warp; r <= 2 * nk; r += ATT_WARPS) {
-        /* row r: 0 the q row, 1 .. nk K of token r - 1, then V */
-        const bool isq = r == 0, isk = r >= 1 && r <= nk;
-        const int tok = isq ? t : isk ? r - 1 : r - 1 - nk;
-        const float *src = isq ? q + ((int64_t)t * n_head + h) * hd : (isk ? k : v) + tok * kvd + off;
-        const float *w = isq ? qn : isk ? kn : nullptr;
-        float *row = xs + r * hd, xv[ATT_MAXE], ss = 0.f;
-#pragma unroll
-        for (int e = 0; e < ATT_MAXE; e++) {
-            int j = lane + 32 * e;
-            xv[e] = j < hd ? __ldcg(src + j) : 0.f;
-            ss += xv[e] * xv[e];
-        }
-        const float sc = w ? 1.0f / sqrtf(warp_sum(ss) / (float)hd + eps) : 1.f;
-#pragma unroll
-        for (int e = 0; e < ATT_MAXE; e++) {
-            int j = lane + 32 * e;
-            if (j < hd) row[j] = w ? xv[e] * sc * w[j] : xv[e];
-        }
-        __syncwarp();
-        if (isq || isk) { /* RoPE at the token's position (rope_kernel's formula) */
-            for (int i = lane; i < half; i += 32) {
-                float sn, cs;
-                sincosf((float)(pos + tok) * inv_freq[i], &sn, &cs);
-                int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-                float x0 = row[a], x1 = row[b];
-                row[a] = x0 * cs - x1 * sn;
-                row[b] = x0 * sn + x1 * cs;
-            }
-            __syncwarp();
-        }
-        if (isq) continue;
-        void *cache = isk ? kc : vc;
-        const size_t at = (size_t)(pos + tok) * kvd + off;
-        for (int j = lane; j < hd; j += 32) {
-            if (F16) {
-                __half hv = __float2half_rn(row[j]);
-                row[j] = __half2float(hv);
-                if (store) ((__half *)cache)[at + j] = hv;
-            } else if (store) {
-                ((float *)cache)[at + j] = row[j];
-            }
-        }
-    }
-    __syncthreads();
-    float qr[ATT_MAXE];
-#pragma unroll
-    for (int e = 0; e < ATT_MAXE; e++) {
-        int j = lane + 32 * e;
-        qr[e] = j < hd ? xs[j] : 0.f;
-    }
-    attend(qr, hd, pos + t + 1, scale,
-           [&](int64_t p, int j, bool isv) {
-               return p >= pos ? xs[((isv ? 1 + nk : 1) + (int)(p - pos)) * hd + j]
-                               : kv_load<F16>(isv ? vc : kc, (size_t)p * kvd + off + j);
-           },
-           out + ((size_t)t * n_head + h) * hd);
 }
 
 /* ---- flash-style attention for prefill (n_tok > MTPLX_CUDA_STEP_ROWS) ----
@@ -1168,27 +1061,6 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
     return launch_k(pdl, kv_type == MTPLX_TYPE_F16 ? attn_kernel<true> : attn_kernel<false>, grid,
                     dim3(ATT_WARPS * 32), 0, s, q, n_head, n_head_kv, head_dim, k, v, pos0, scale,
                     out, dyn);
-}
-
-bool mtplx_cuda_prep_attention_ok(int head_dim, int64_t n, int n_head, int n_head_kv, int kv_type) {
-    return head_dim > 0 && head_dim % 2 == 0 && head_dim <= 32 * ATT_MAXE && n >= 1 &&
-           n <= MTPLX_CUDA_STEP_ROWS && n_head_kv > 0 && n_head % n_head_kv == 0 &&
-           (kv_type == MTPLX_TYPE_F16 || kv_type == MTPLX_TYPE_F32);
-}
-
-cudaError_t mtplx_cuda_prep_attention(cudaStream_t s, const float *q, const float *k, const float *v,
-                                      int64_t n, int n_head, int n_head_kv, int head_dim,
-                                      const float *q_norm, const float *k_norm, float eps,
-                                      int64_t pos0, const float *inv_freq, bool neox, int kv_type,
-                                      void *kc, void *vc, float scale, float *out,
-                                      const mtplx_cuda_step *dyn, bool pdl) {
-    if (!mtplx_cuda_prep_attention_ok(head_dim, n, n_head, n_head_kv, kv_type))
-        return cudaErrorInvalidValue;
-    dim3 grid((unsigned)n_head, (unsigned)n);
-    return launch_k(pdl, kv_type == MTPLX_TYPE_F16 ? prep_attn_kernel<true> : prep_attn_kernel<false>,
-                    grid, dim3(ATT_WARPS * 32), (size_t)(2 * n + 1) * head_dim * sizeof(float), s, q, k,
-                    v, (int)n, n_head, n_head_kv, head_dim,
-                    q_norm, k_norm, eps, pos0, inv_freq, neox, kc, vc, scale, out, dyn);
 }
 
 cudaError_t mtplx_cuda_attention_flash(cudaStream_t s, const float *q, int64_t n_tok, int n_head,

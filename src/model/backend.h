@@ -156,14 +156,6 @@ struct mtplx_backend {
                                int n_head, int n_head_kv, int head_dim, const float *q_norm,
                                const float *k_norm, float eps, int64_t pos0, const float *inv_freq,
                                bool neox, int kv_type, void *kc, void *vc);
-    /* Optional: qk_norm_rope_store, then attention of the n rows against
-     * the caches (scale as attention's) into out [n][n_head*head_dim], as
-     * one op, for one sequence; q, k and v are left as they are. False:
-     * not taken, nothing done (the two ops do the work). */
-    bool (*prep_attention)(mtplx_backend *be, const float *q, const float *k, const float *v,
-                           int64_t n, int n_head, int n_head_kv, int head_dim, const float *q_norm,
-                           const float *k_norm, float eps, int64_t pos0, const float *inv_freq,
-                           bool neox, int kv_type, void *kc, void *vc, float scale, float *out);
 };
 
 static inline void mtplx_be_get_rows(mtplx_backend *be, const mtplx_weight *w, const int32_t *ids,

@@ -138,24 +138,17 @@ static void layer_forward(const mtplx_model *m, const mtplx_layer *L, mtplx_back
     for (int s = 0; s < nseg; s++) n += segs[s].n;
     int64_t qd = (int64_t)hp->n_head * hd, kvd = (int64_t)hp->n_head_kv * hd;
     qkv_proj(hp, be, L, a, n);
-    /* one sequence: q/k norms, RoPE, the KV stores and the attention may be
-     * one fused op, or all but the attention */
-    float scale = 1.0f / sqrtf((float)hd);
-    bool attended = nseg == 1 && be->prep_attention &&
-                    be->prep_attention(be, a->q, a->k, a->v, n, hp->n_head, hp->n_head_kv, (int)hd,
-                                       L->q_norm, L->k_norm, hp->norm_eps, segs[0].pos0,
-                                       m->inv_freq, m->arch->rope_neox, segs[0].kv->kv_type,
-                                       segs[0].kv->k[layer], segs[0].kv->v[layer], scale, a->att);
-    bool prepped = !attended && nseg == 1 && be->qk_norm_rope_store &&
+    /* one sequence: q/k norms, RoPE and the KV stores may be one fused op */
+    bool prepped = nseg == 1 && be->qk_norm_rope_store &&
                    be->qk_norm_rope_store(be, a->q, a->k, a->v, n, hp->n_head, hp->n_head_kv,
                                           (int)hd, L->q_norm, L->k_norm, hp->norm_eps, segs[0].pos0,
                                           m->inv_freq, m->arch->rope_neox, segs[0].kv->kv_type,
                                           segs[0].kv->k[layer], segs[0].kv->v[layer]);
-    if (L->q_norm && !prepped && !attended)
+    if (L->q_norm && !prepped)
         be->rmsnorm(be, a->q, L->q_norm, a->q, n * hp->n_head, hd, hp->norm_eps);
-    if (L->k_norm && !prepped && !attended)
+    if (L->k_norm && !prepped)
         be->rmsnorm(be, a->k, L->k_norm, a->k, n * hp->n_head_kv, hd, hp->norm_eps);
-    for (int s = 0, r = 0; s < nseg && !attended; r += (int)segs[s].n, s++) {
+    for (int s = 0, r = 0; s < nseg; r += (int)segs[s].n, s++) {
         const mtplx_seg *g = &segs[s];
         void *kc = g->kv->k[layer], *vc = g->kv->v[layer];
         if (!prepped) {
@@ -167,7 +160,7 @@ static void layer_forward(const mtplx_model *m, const mtplx_layer *L, mtplx_back
             be->kv_store(be, g->kv->kv_type, vc, g->pos0, a->v + r * kvd, g->n, kvd);
         }
         be->attention(be, a->q + r * qd, g->n, hp->n_head, hp->n_head_kv, (int)hd, kc, vc,
-                      g->kv->kv_type, g->pos0, scale, a->att + r * qd);
+                      g->kv->kv_type, g->pos0, 1.0f / sqrtf((float)hd), a->att + r * qd);
     }
     proj_add(be, &L->wo, a->att, n, a->x, a->xb);
     ffn_gate_up(hp, be, L, a, n);
