@@ -1,33 +1,44 @@
-/* cuda_persist_probe.cu: what a decode step's chain of GEMVs costs as one
- * kernel a matrix (a CUDA graph with programmatic dependent launch, as the
- * backend runs it) against one persistent kernel that runs the whole chain
- * with a grid-wide barrier between matrices (issue 10: the 0.6B goal is a
- * matter of what each kernel boundary costs). Not part of the build:
+/* cuda_persist_probe.cu: what a decode step's chain of GEMVs costs when
+ * each matrix is a kernel (a CUDA graph with programmatic dependent launch,
+ * as the backend runs it) against other ways of running the chain (issue
+ * 10: the 0.6B goal is a matter of what each dependent step costs). Not
+ * part of the build:
  *   nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude -Isrc tools/cuda_persist_probe.cu -o persist_probe
  *   ./persist_probe [0.6b|1.7b] [head 0|1] [blocks an SM 1|2] [staged blocks an SM 1|2]
+ *   environment: STAGE_KB (f32 stream's ring stage, 32), CW (its consumer
+ *   warps, 8 or 16), TAGGED (0: a counter barrier instead of tags), TC_MODE
+ *   (tensor-core stream: 1 no arithmetic, 2 an accumulator a k step),
+ *   TRACE_F (trace the f32 stream instead of the tensor-core one)
  *
  * The chain is a Qwen3 decode step's four BF16 matrices a layer (fused QKV,
  * o-proj, gate + up as one matrix, down; random weights) times its layers,
  * and the output head when asked. Each matrix is multiplied by the output of
  * the one before (its first k values), through global memory, as in the
- * real step; no norms, attention or SwiGLU (the matrices are what both
- * shapes share). Both variants run the same GEMV code on the same grid (two
- * blocks of 8 warps an SM): a warp takes one row at a time, its lanes 16
- * bytes of weights each per 256 elements of k; before it waits for x (PDL's
- * wait, or the barrier) each warp loads its first row's weights, as
- * mmv_tc.cu does. The persistent kernel's barrier is either a counter in
- * global memory (each block adds one after a fence and spins until the
- * count of its round is reached) or a flag a block (each block stores its
- * round; each block's first warp reads all flags until they reach it).
- * Two more variants are a kernel a matrix with each block's rows (a run
- * of whole rows, contiguous bytes) staged in shared memory before the wait,
- * by cp.async or by the tensor memory accelerator (cp.async.bulk), one
- * block an SM so that the next matrix's block fits beside it and stages
- * its rows while this one runs (or two an SM, the last argument).
- * The outputs of all variants must be equal bit for bit (the same
- * arithmetic in the same order); the probe says so. H200, 0.6B, ms:
- * kernel a matrix 0.547, persistent 0.675 / 0.93, staged 0.703 (cp.async)
- * and 0.716 (TMA) at one block an SM (bench/RESULTS.md sections 28, 29).
+ * real step; no norms, attention or SwiGLU. The variants:
+ * - A: a kernel a matrix (graph, PDL), two blocks of 8 warps an SM; a warp
+ *   a row, each warp's first row loaded before its wait (as mmv_tc.cu).
+ * - B, C: one persistent kernel, a grid barrier between matrices (one
+ *   counter; a flag a block).
+ * - D, E: a kernel a matrix whose blocks stage their rows (contiguous
+ *   bytes) in shared memory before the wait, by cp.async or TMA.
+ * - F: one persistent kernel, one block an SM, whose weights never wait
+ *   for the matrix before: a producer thread streams the block's rows of
+ *   every matrix in turn through a ring of shared-memory stages by TMA,
+ *   while the consumer warps wait for x, multiply the stages as they fill
+ *   and write y. x is complete when every value carries its round's tag
+ *   (one 8-byte word: value and tag; no fence, counter or barrier) or, with
+ *   TAGGED=0, after a counter barrier.
+ * - G: F over 16-row tiles in mmv_tc's layout, multiplied on tensor cores
+ *   (x split into bf16 hi and lo, as mmv_tc), tiles spread over the blocks
+ *   so that each streams about the same bytes a layer.
+ * A to F give the same bits (the same f32 sums in the same order); G is
+ * checked against the tiled f32 chain (max |diff| <= 1e-3 of max |ref|).
+ * It then traces one launch of G (or F): per matrix kind, the spread of the
+ * blocks' ends, how long after the last end the median block has x, and
+ * each block's stage waits and arithmetic (block 0's stages in cycles).
+ * H200, 0.6B chain, ms (bench/RESULTS.md sections 28, 29, 31): A 0.547;
+ * B 0.687, C 0.935; D 0.704, E 0.717 (one block an SM); F 0.469-0.478
+ * (tags) and 0.518 (counter); G 0.611-0.695, 0.408 with no arithmetic.
  * Prints ms a step (median of 50 graph launches) and GB/s of weights. */
 #include <algorithm>
 #include <cmath>
@@ -159,6 +170,33 @@ __global__ void __launch_bounds__(WARPS * 32, 2) gemv_staged_kernel(Mat M, const
     staged_rows(M, ws, xs, rows, r0, y);
 }
 
+/* mbarriers and TMA copies (the staged and streamed kernels); gtime, the
+ * global timer in ns (the traces) */
+__device__ __forceinline__ uint64_t gtime() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ void mbar_init(unsigned a, unsigned n) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(n) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned a, unsigned parity) {
+    asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W;\n}"
+                 ::"r"(a), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned a) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(a) : "memory");
+}
+/* the barrier at a expects nb more bytes (and this arrival) */
+__device__ __forceinline__ void mbar_expect(unsigned a, unsigned nb) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(a), "r"(nb) : "memory");
+}
+/* nb bytes from global src to shared dst by TMA, counted on the barrier at a */
+__device__ __forceinline__ void tma_copy(unsigned dst, const void *src, unsigned nb, unsigned a) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(dst), "l"(src), "r"(nb), "r"(a) : "memory");
+}
+
 /* the same, the rows copied by the tensor memory accelerator instead
  * (cp.async.bulk, one thread, 16 KB a copy, completion counted on an
  * mbarrier) */
@@ -175,22 +213,16 @@ __global__ void __launch_bounds__(WARPS * 32, 2) gemv_tma_kernel(Mat M, const fl
     if (threadIdx.x == 0) {
         const unsigned bytes = (unsigned)rows * kc * 16, wa = (unsigned)__cvta_generic_to_shared(ws);
         const char *src = (const char *)(M.w + (int64_t)r0 * kc);
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(ba) : "memory");
+        mbar_init(ba, 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(ba), "r"(bytes)
-                     : "memory");
-        for (unsigned off = 0; off < bytes; off += 16384) {
-            const unsigned nb = min(16384u, bytes - off);
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                         ::"r"(wa + off), "l"(src + off), "r"(nb), "r"(ba) : "memory");
-        }
+        mbar_expect(ba, bytes);
+        for (unsigned off = 0; off < bytes; off += 16384) tma_copy(wa + off, src + off, min(16384u, bytes - off), ba);
     }
     pdl_wait();
     for (int i = threadIdx.x; i < M.k; i += blockDim.x) xs[i] = __ldcg(x + i);
     __syncthreads();
-    asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n @!p bra W;\n}"
-                 ::"r"(ba) : "memory");
+    mbar_wait(ba, 0);
     staged_rows(M, ws, xs, rows, r0, y);
 }
 
@@ -249,22 +281,6 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
 }
 
 
-/* mbarrier helpers for the streamed persistent kernel */
-__device__ __forceinline__ uint64_t gtime() {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-    return t;
-}
-__device__ __forceinline__ void mbar_init(unsigned a, unsigned n) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(n) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned a, unsigned parity) {
-    asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W;\n}"
-                 ::"r"(a), "r"(parity) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned a) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(a) : "memory");
-}
 template <int N> __device__ __forceinline__ void consumers_sync_n() {
     asm volatile("bar.sync 1, %0;" ::"n"(N) : "memory");
 }
@@ -315,6 +331,76 @@ __device__ __forceinline__ void put_tagged(unsigned long long *p, float v, unsig
     asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(w) : "memory");
 }
 
+/* x of round tag (k floats) from its tagged words into shared memory: each
+ * thread's pairs read again until all carry the tag (all loads of a pass in
+ * flight at once) */
+template <int NT>
+__device__ __forceinline__ void tagged_to_shared(float *xs, const unsigned long long *src, int k,
+                                                 unsigned tag) {
+    constexpr int MAXP = 12; /* pairs a thread: k <= 2 * NT * MAXP */
+    unsigned pending = 0;
+#pragma unroll
+    for (int p = 0; p < MAXP; p++)
+        if ((threadIdx.x + p * NT) * 2 < k) pending |= 1u << p;
+    while (pending) {
+        unsigned long long u[MAXP][2];
+#pragma unroll
+        for (int p = 0; p < MAXP; p++)
+            if (pending >> p & 1)
+                asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"
+                             : "=l"(u[p][0]), "=l"(u[p][1])
+                             : "l"(src + (threadIdx.x + p * NT) * 2));
+#pragma unroll
+        for (int p = 0; p < MAXP; p++)
+            if ((pending >> p & 1) && (unsigned)(u[p][0] >> 32) == tag && (unsigned)(u[p][1] >> 32) == tag) {
+                const int e0 = (threadIdx.x + p * NT) * 2;
+                xs[e0] = __uint_as_float((unsigned)u[p][0]);
+                xs[e0 + 1] = __uint_as_float((unsigned)u[p][1]);
+                pending &= ~(1u << p);
+            }
+    }
+}
+
+/* A ring of nst stages of shared memory, filled by TMA (cp.async.bulk) from
+ * one producer thread and emptied by cw consumer warps: stage t % nst holds
+ * the t-th copy; full[s] completes when its bytes have landed, empty[s]
+ * when every consumer warp has let it go. st4 (block 0, or null): clock64
+ * at each copy's issue, and at a consumer's wait, ready and release. */
+struct Ring {
+    uint64_t *full, *empty;
+    const uint8_t *base;
+    int stage, nst;
+    long long *st4;
+    __device__ void init(int cw) const { /* thread 0; the block syncs after */
+        for (int s = 0; s < nst; s++) {
+            mbar_init((unsigned)__cvta_generic_to_shared(full + s), 1);
+            mbar_init((unsigned)__cvta_generic_to_shared(empty + s), cw);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __device__ void put(int t, const void *src, unsigned nb) const { /* the producer */
+        const int s = t % nst;
+        const unsigned fa = (unsigned)__cvta_generic_to_shared(full + s);
+        mbar_wait((unsigned)__cvta_generic_to_shared(empty + s), ((t / nst) & 1) ^ 1);
+        if (st4) st4[t * 4] = clock64();
+        const unsigned dst = (unsigned)__cvta_generic_to_shared(base) + s * stage;
+        mbar_expect(fa, nb);
+        tma_copy(dst, src, nb, fa);
+    }
+    __device__ const uint8_t *get(int t) const { /* every consumer thread */
+        const int s = t % nst;
+        if (st4 && threadIdx.x == 0) st4[t * 4 + 1] = clock64();
+        mbar_wait((unsigned)__cvta_generic_to_shared(full + s), (t / nst) & 1);
+        if (st4 && threadIdx.x == 0) st4[t * 4 + 2] = clock64();
+        return base + (size_t)s * stage;
+    }
+    __device__ void release(int t) const { /* every consumer warp, when done with stage t */
+        __syncwarp();
+        if ((threadIdx.x & 31) == 0) mbar_arrive((unsigned)__cvta_generic_to_shared(empty + t % nst));
+        if (st4 && threadIdx.x == 0) st4[t * 4 + 3] = clock64();
+    }
+};
+
 /* The whole chain as one persistent kernel (one block an SM) whose weights
  * never wait for the matrix before: warp CW (the producer, one thread)
  * copies the block's rows of every matrix in turn, a ring stage at a time,
@@ -331,17 +417,11 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
                   uint64_t *trace, long long *st4) {
     extern __shared__ __align__(128) uint4 dyn[];
     __shared__ __align__(8) uint64_t full[16], empty[16];
-    if (blockIdx.x) st4 = nullptr; /* stage events: block 0's only */
     float *xs = (float *)dyn;
-    uint4 *ring = dyn + kmax / 4;
+    const Ring ring{full, empty, (const uint8_t *)(dyn + kmax / 4), stage_bytes, nst,
+                    blockIdx.x ? nullptr : st4};
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < nst; s++) {
-            mbar_init((unsigned)__cvta_generic_to_shared(full + s), 1);
-            mbar_init((unsigned)__cvta_generic_to_shared(empty + s), CW);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
+    if (threadIdx.x == 0) ring.init(CW);
     __syncthreads();
     if (warp == CW) { /* producer */
         if (lane) return;
@@ -349,19 +429,9 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
         for (int i = 0; i < nm; i++) {
             const Mat M = mats[i];
             const Span sp = span_of(M, stage_bytes);
-            for (int j = 0; j < sp.rows; j += sp.per_stage, t++) {
-                const int s = t % nst;
-                const unsigned fa = (unsigned)__cvta_generic_to_shared(full + s);
-                mbar_wait((unsigned)__cvta_generic_to_shared(empty + s), ((t / nst) & 1) ^ 1);
-                const unsigned nb = (unsigned)min(sp.per_stage, sp.rows - j) * M.k * 2;
-                if (st4) st4[t * 4] = clock64();
-                const unsigned dst = (unsigned)__cvta_generic_to_shared(ring) + s * stage_bytes;
-                const char *src = (const char *)(M.w + (int64_t)(sp.r0 + j) * (M.k / 8));
-                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(fa), "r"(nb)
-                             : "memory");
-                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                             ::"r"(dst), "l"(src), "r"(nb), "r"(fa) : "memory");
-            }
+            for (int j = 0; j < sp.rows; j += sp.per_stage, t++)
+                ring.put(t, M.w + (int64_t)(sp.r0 + j) * (M.k / 8),
+                         (unsigned)min(sp.per_stage, sp.rows - j) * M.k * 2);
         }
         return;
     }
@@ -374,32 +444,7 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
         if (i == 0) {
             for (int e = threadIdx.x; e < M.k; e += NT) xs[e] = __ldcg(b0 + e);
         } else if (TAGGED) {
-            /* x of matrix i: tag i, in t0 / t1 by turns; each thread's
-             * pairs read again until all have the tag */
-            const unsigned long long *src = i % 2 ? t1 : t0;
-            constexpr int MAXP = 12; /* pairs a thread: k <= 2 * NT * MAXP */
-            unsigned pending = 0;
-#pragma unroll
-            for (int p = 0; p < MAXP; p++)
-                if ((threadIdx.x + p * NT) * 2 < M.k) pending |= 1u << p;
-            while (pending) {
-                unsigned long long u[MAXP][2];
-#pragma unroll
-                for (int p = 0; p < MAXP; p++)
-                    if (pending >> p & 1)
-                        asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"
-                                     : "=l"(u[p][0]), "=l"(u[p][1])
-                                     : "l"(src + (threadIdx.x + p * NT) * 2));
-#pragma unroll
-                for (int p = 0; p < MAXP; p++)
-                    if ((pending >> p & 1) && (unsigned)(u[p][0] >> 32) == (unsigned)i &&
-                        (unsigned)(u[p][1] >> 32) == (unsigned)i) {
-                        const int e0 = (threadIdx.x + p * NT) * 2;
-                        xs[e0] = __uint_as_float((unsigned)u[p][0]);
-                        xs[e0 + 1] = __uint_as_float((unsigned)u[p][1]);
-                        pending &= ~(1u << p);
-                    }
-            }
+            tagged_to_shared<NT>(xs, i % 2 ? t1 : t0, M.k, (unsigned)i); /* x of matrix i: tag i */
         } else {
             if (threadIdx.x == 0) {
                 unsigned v;
@@ -417,12 +462,8 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
         unsigned long long *yt = (i + 1) % 2 ? t1 : t0;
         const bool plain = !TAGGED || i == nm - 1;
         for (int j = 0; j < sp.rows; j += sp.per_stage, t++) {
-            const int s = t % nst;
-            if (st4 && threadIdx.x == 0) st4[t * 4 + 1] = clock64();
-            mbar_wait((unsigned)__cvta_generic_to_shared(full + s), (t / nst) & 1);
-            if (st4 && threadIdx.x == 0) st4[t * 4 + 2] = clock64();
+            const uint4 *ws = (const uint4 *)ring.get(t);
             if (tr && threadIdx.x == 0 && j == 0) tr[2] = gtime();
-            const uint4 *ws = ring + s * (stage_bytes / 16);
             const int nr = min(sp.per_stage, sp.rows - j), r0 = sp.r0 + j;
             auto put = [&](int r, float v) {
                 if (plain) y[r0 + r] = v;
@@ -431,9 +472,7 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
             if (nr > 2 * CW) stage_rows<CW, 4>(M, ws, xs, nr, put);
             else if (nr > CW) stage_rows<CW, 2>(M, ws, xs, nr, put);
             else stage_rows<CW, 1>(M, ws, xs, nr, put);
-            __syncwarp();
-            if (lane == 0) mbar_arrive((unsigned)__cvta_generic_to_shared(empty + s));
-            if (st4 && threadIdx.x == 0) st4[t * 4 + 3] = clock64();
+            ring.release(t);
         }
         consumers_sync_n<NT>(); /* every y of the block written, xs free */
         if (threadIdx.x == 0) {
@@ -485,25 +524,18 @@ __device__ __forceinline__ TileSpan tiles_of(int m, int base) {
     return {first, first < nt ? (nt - first + G - 1) / G : 0, G};
 }
 
-__global__ void __launch_bounds__(9 * 32, 1)
+__global__ void __launch_bounds__((WARPS + 1) * 32, 1)
     tc_stream_kernel(const Mat *mats, const int *bases, int nm, const float *x0, float *yout,
                      unsigned long long *t0, unsigned long long *t1, int nst, int kmax, uint64_t *trace,
                      long long *st4, int mode) {
-    constexpr int CW = 8, NT = CW * 32, STAGE = 32 << 10;
+    constexpr int CW = WARPS, NT = CW * 32, STAGE = 32 << 10;
     extern __shared__ __align__(128) uint4 dyn[];
     __shared__ __align__(8) uint64_t full[16], empty[16];
     __shared__ float red[CW][16];
-    if (blockIdx.x) st4 = nullptr;
     float *xs = (float *)dyn;
-    const uint8_t *ring = (const uint8_t *)(dyn + kmax / 4);
+    const Ring ring{full, empty, (const uint8_t *)(dyn + kmax / 4), STAGE, nst, blockIdx.x ? nullptr : st4};
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < nst; s++) {
-            mbar_init((unsigned)__cvta_generic_to_shared(full + s), 1);
-            mbar_init((unsigned)__cvta_generic_to_shared(empty + s), CW);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
+    if (threadIdx.x == 0) ring.init(CW);
     __syncthreads();
     if (warp == CW) { /* producer: the block's tiles of every matrix, 32 KB at a time */
         if (lane) return;
@@ -514,18 +546,8 @@ __global__ void __launch_bounds__(9 * 32, 1)
             const int64_t tb = (int64_t)16 * M.k * 2; /* a tile's bytes */
             for (int c = 0; c < ts.count; c++) {
                 const char *tile = (const char *)M.w + (int64_t)(ts.first + c * ts.stride) * tb;
-                for (int64_t off = 0; off < tb; off += STAGE, t++) {
-                    const int s = t % nst;
-                    const unsigned fa = (unsigned)__cvta_generic_to_shared(full + s);
-                    mbar_wait((unsigned)__cvta_generic_to_shared(empty + s), ((t / nst) & 1) ^ 1);
-                    const unsigned nb = (unsigned)min((int64_t)STAGE, tb - off);
-                    if (st4) st4[t * 4] = clock64();
-                    const unsigned dst = (unsigned)__cvta_generic_to_shared(ring) + s * STAGE;
-                    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(fa), "r"(nb)
-                                 : "memory");
-                    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                                 ::"r"(dst), "l"(tile + off), "r"(nb), "r"(fa) : "memory");
-                }
+                for (int64_t off = 0; off < tb; off += STAGE, t++)
+                    ring.put(t, tile + off, (unsigned)min((int64_t)STAGE, tb - off));
             }
         }
         return;
@@ -536,34 +558,10 @@ __global__ void __launch_bounds__(9 * 32, 1)
         const TileSpan ts = tiles_of(M.m, bases[i]);
         uint64_t *tr = trace ? trace + ((int64_t)i * gridDim.x + blockIdx.x) * 5 : nullptr;
         if (ts.count) {
-            if (i == 0) {
+            if (i == 0)
                 for (int e = threadIdx.x; e < M.k; e += NT) xs[e] = __ldcg(x0 + e);
-            } else {
-                const unsigned long long *src = i % 2 ? t1 : t0;
-                constexpr int MAXP = 12;
-                unsigned pending = 0;
-#pragma unroll
-                for (int p = 0; p < MAXP; p++)
-                    if ((threadIdx.x + p * NT) * 2 < M.k) pending |= 1u << p;
-                while (pending) {
-                    unsigned long long u[MAXP][2];
-#pragma unroll
-                    for (int p = 0; p < MAXP; p++)
-                        if (pending >> p & 1)
-                            asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"
-                                         : "=l"(u[p][0]), "=l"(u[p][1])
-                                         : "l"(src + (threadIdx.x + p * NT) * 2));
-#pragma unroll
-                    for (int p = 0; p < MAXP; p++)
-                        if ((pending >> p & 1) && (unsigned)(u[p][0] >> 32) == (unsigned)i &&
-                            (unsigned)(u[p][1] >> 32) == (unsigned)i) {
-                            const int e0 = (threadIdx.x + p * NT) * 2;
-                            xs[e0] = __uint_as_float((unsigned)u[p][0]);
-                            xs[e0 + 1] = __uint_as_float((unsigned)u[p][1]);
-                            pending &= ~(1u << p);
-                        }
-                }
-            }
+            else
+                tagged_to_shared<NT>(xs, i % 2 ? t1 : t0, M.k, (unsigned)i);
         }
         consumers_sync_n<NT>();
         if (tr && threadIdx.x == 0) tr[0] = tr[1] = tr[2] = gtime();
@@ -572,11 +570,7 @@ __global__ void __launch_bounds__(9 * 32, 1)
         for (int c = 0; c < ts.count; c++) {
             float acc[4] = {0.f, 0.f, 0.f, 0.f};
             for (int s0 = 0; s0 < nks; s0 += 32, t++) {
-                const int s = t % nst;
-                if (st4 && threadIdx.x == 0) st4[t * 4 + 1] = clock64();
-                mbar_wait((unsigned)__cvta_generic_to_shared(full + s), (t / nst) & 1);
-                if (st4 && threadIdx.x == 0) st4[t * 4 + 2] = clock64();
-                const uint8_t *ws = ring + s * STAGE;
+                const uint8_t *ws = ring.get(t);
             /* mode 1: no arithmetic (the stream alone); mode 2: an
              * accumulator a step, summed after (short mma chains) */
             float acc4[4][4] = {};
@@ -609,9 +603,7 @@ __global__ void __launch_bounds__(9 * 32, 1)
             } else if (lane == 0) {
                 acc[0] += __uint_as_float(*(const unsigned *)(ws + warp * 4096)) * 1e-30f;
             }
-                __syncwarp();
-                if (lane == 0) mbar_arrive((unsigned)__cvta_generic_to_shared(empty + s));
-                if (st4 && threadIdx.x == 0) st4[t * 4 + 3] = clock64();
+                ring.release(t);
             }
             if (q == 0) red[warp][g] = acc[0], red[warp][g + 8] = acc[2];
             consumers_sync_n<NT>();
@@ -817,7 +809,7 @@ int main(int argc, char **argv) {
         return capture([&] {
             CK(cudaMemsetAsync(tg[0], 0, maxmid * 8, st));
             CK(cudaMemsetAsync(tg[1], 0, maxmid * 8, st));
-            tc_stream_kernel<<<sms, 9 * 32, kmax * 4 + tc_nst * (32 << 10), st>>>(
+            tc_stream_kernel<<<sms, (WARPS + 1) * 32, kmax * 4 + tc_nst * (32 << 10), st>>>(
                 dm, dbases, nm, buf[0], tc_out, tg[0], tg[1], tc_nst, kmax, tr, tr ? st4 : nullptr, tc_mode);
             CK(cudaGetLastError());
         });
