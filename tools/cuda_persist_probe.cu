@@ -47,6 +47,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <vector>
 
@@ -505,15 +506,14 @@ __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
-__device__ __forceinline__ uint32_t bf2(float a, float b) {
-    return (uint32_t)(__float_as_uint(a) >> 16) | (__float_as_uint(b) & 0xFFFF0000u);
-}
-/* round-to-nearest-even bf16 pair, hi and lo */
+/* (a, b) as bf16 pairs hi and lo, hi + lo = (a, b) to about 16 bits; a in
+ * the low half (mmv_tc.cu's split_x) */
 __device__ __forceinline__ void split2(float a, float b, uint32_t &hi, uint32_t &lo) {
-    auto rn = [](float f) { uint32_t u = __float_as_uint(f); u += 0x7FFFu + ((u >> 16) & 1); return __uint_as_float(u & 0xFFFF0000u); };
-    const float ha = rn(a), hb = rn(b);
-    hi = bf2(ha, hb);
-    lo = bf2(rn(a - ha), rn(b - hb));
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    const float2 hf = __bfloat1622float2(h);
+    const __nv_bfloat162 l = __floats2bfloat162_rn(a - hf.x, b - hf.y);
+    hi = *reinterpret_cast<const uint32_t *>(&h);
+    lo = *reinterpret_cast<const uint32_t *>(&l);
 }
 
 struct TileSpan {
