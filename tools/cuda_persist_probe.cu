@@ -111,8 +111,14 @@ __device__ __forceinline__ void gemv_rows(const Mat &M, const float *xs, float *
     }
 }
 
+/* x (k floats) into shared memory by the block's first nt threads, through
+ * L2 (a kernel before, or another block, wrote it); no barrier */
+__device__ __forceinline__ void x_load(float *xs, const float *x, int k, int nt) {
+    for (int i = threadIdx.x; i < k; i += nt) xs[i] = __ldcg(x + i);
+}
+
 __device__ __forceinline__ void x_to_shared(float *xs, const float *x, int k) {
-    for (int i = threadIdx.x; i < k; i += blockDim.x) xs[i] = __ldcg(x + i);
+    x_load(xs, x, k, blockDim.x);
     __syncthreads();
 }
 
@@ -166,7 +172,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2) gemv_staged_kernel(Mat M, const
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
     pdl_wait();
-    for (int i = threadIdx.x; i < M.k; i += blockDim.x) xs[i] = __ldcg(x + i);
+    x_load(xs, x, M.k, blockDim.x);
     asm volatile("cp.async.wait_all;" ::: "memory");
     __syncthreads();
     staged_rows(M, ws, xs, rows, r0, y);
@@ -222,22 +228,27 @@ __global__ void __launch_bounds__(WARPS * 32, 2) gemv_tma_kernel(Mat M, const fl
         for (unsigned off = 0; off < bytes; off += 16384) tma_copy(wa + off, src + off, min(16384u, bytes - off), ba);
     }
     pdl_wait();
-    for (int i = threadIdx.x; i < M.k; i += blockDim.x) xs[i] = __ldcg(x + i);
+    x_load(xs, x, M.k, blockDim.x);
     __syncthreads();
     mbar_wait(ba, 0);
     staged_rows(M, ws, xs, rows, r0, y);
 }
 
+/* A grid barrier on one counter, in halves: a block's arrival (one
+ * thread, after the block's writes), and the wait until target arrivals */
+__device__ __forceinline__ void grid_arrive(unsigned *count) {
+    __threadfence();
+    atomicAdd(count, 1u);
+}
+__device__ __forceinline__ void grid_wait(const unsigned *count, unsigned target) {
+    unsigned v;
+    do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(count) : "memory");
+    } while (v < target);
+}
 __device__ __forceinline__ void grid_barrier(unsigned *count, unsigned target) {
     __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        atomicAdd(count, 1u);
-        unsigned v;
-        do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(count) : "memory");
-        } while (v < target);
-    }
+    if (threadIdx.x == 0) grid_arrive(count), grid_wait(count, target);
     __syncthreads();
 }
 
@@ -363,6 +374,11 @@ __device__ __forceinline__ void tagged_to_shared(float *xs, const unsigned long 
     }
 }
 
+/* A traced launch's global-timer stamps, a block and matrix: x is in shared
+ * memory; its first ring stage is ready; the block's rows are done; its
+ * arrival at the counter barrier is out (== done with tags) */
+constexpr int TRACE_SLOTS = 4;
+
 /* A ring of nst stages of shared memory, filled by TMA (cp.async.bulk) from
  * one producer thread and emptied by cw consumer warps: stage t % nst holds
  * the t-th copy; full[s] completes when its bytes have landed, empty[s]
@@ -442,30 +458,24 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
     for (int i = 0; i < nm; i++) {
         const Mat M = mats[i];
         const Span sp = span_of(M, stage_bytes);
-        uint64_t *tr = trace ? trace + ((int64_t)i * gridDim.x + blockIdx.x) * 5 : nullptr;
+        uint64_t *tr = trace ? trace + ((int64_t)i * gridDim.x + blockIdx.x) * TRACE_SLOTS : nullptr;
         if (i == 0) {
-            for (int e = threadIdx.x; e < M.k; e += NT) xs[e] = __ldcg(b0 + e);
+            x_load(xs, b0, M.k, NT);
         } else if (TAGGED) {
             tagged_to_shared<NT>(xs, i % 2 ? t1 : t0, M.k, (unsigned)i); /* x of matrix i: tag i */
         } else {
-            if (threadIdx.x == 0) {
-                unsigned v;
-                do {
-                    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(count) : "memory");
-                } while (v < (unsigned)i * gridDim.x);
-            }
+            if (threadIdx.x == 0) grid_wait(count, (unsigned)i * gridDim.x);
             consumers_sync_n<NT>();
-            const float *x = i % 2 ? b1 : b0;
-            for (int e = threadIdx.x; e < M.k; e += NT) xs[e] = __ldcg(x + e);
+            x_load(xs, i % 2 ? b1 : b0, M.k, NT);
         }
         consumers_sync_n<NT>();
-        if (tr && threadIdx.x == 0) tr[0] = tr[1] = gtime();
+        if (tr && threadIdx.x == 0) tr[0] = gtime();
         float *y = (i + 1) % 2 ? b1 : b0; /* plain y: the last matrix (and every one untagged) */
         unsigned long long *yt = (i + 1) % 2 ? t1 : t0;
         const bool plain = !TAGGED || i == nm - 1;
         for (int j = 0; j < sp.rows; j += sp.per_stage, t++) {
             const uint4 *ws = (const uint4 *)ring.get(t);
-            if (tr && threadIdx.x == 0 && j == 0) tr[2] = gtime();
+            if (tr && threadIdx.x == 0 && j == 0) tr[1] = gtime();
             const int nr = min(sp.per_stage, sp.rows - j), r0 = sp.r0 + j;
             auto put = [&](int r, float v) {
                 if (plain) y[r0 + r] = v;
@@ -478,12 +488,9 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
         }
         consumers_sync_n<NT>(); /* every y of the block written, xs free */
         if (threadIdx.x == 0) {
+            if (tr) tr[2] = gtime();
+            if (!TAGGED) grid_arrive(count);
             if (tr) tr[3] = gtime();
-            if (!TAGGED) {
-                __threadfence();
-                atomicAdd(count, 1u);
-            }
-            if (tr) tr[4] = gtime();
         }
     }
 }
@@ -557,15 +564,15 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1)
     for (int i = 0; i < nm; i++) {
         const Mat M = mats[i];
         const TileSpan ts = tiles_of(M.m, bases[i]);
-        uint64_t *tr = trace ? trace + ((int64_t)i * gridDim.x + blockIdx.x) * 5 : nullptr;
+        uint64_t *tr = trace ? trace + ((int64_t)i * gridDim.x + blockIdx.x) * TRACE_SLOTS : nullptr;
         if (ts.count) {
             if (i == 0)
-                for (int e = threadIdx.x; e < M.k; e += NT) xs[e] = __ldcg(x0 + e);
+                x_load(xs, x0, M.k, NT);
             else
                 tagged_to_shared<NT>(xs, i % 2 ? t1 : t0, M.k, (unsigned)i);
         }
         consumers_sync_n<NT>();
-        if (tr && threadIdx.x == 0) tr[0] = tr[1] = tr[2] = gtime();
+        if (tr && threadIdx.x == 0) tr[0] = tr[1] = gtime(); /* (x and its first stage at once) */
         unsigned long long *yt = (i + 1) % 2 ? t1 : t0;
         const int nks = M.k / 32;
         for (int c = 0; c < ts.count; c++) {
@@ -626,7 +633,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1)
             }
             consumers_sync_n<NT>(); /* red free again */
         }
-        if (tr && threadIdx.x == 0) tr[3] = tr[4] = gtime();
+        if (tr && threadIdx.x == 0) tr[2] = tr[3] = gtime();
     }
 }
 
@@ -772,8 +779,9 @@ int main(int argc, char **argv) {
     for (auto &M : mats) kmax = std::max(kmax, M.k);
     for (int i = 0; i + 1 < nm; i++) maxmid = std::max(maxmid, mats[i].m);
     const int stage_kb = getenv("STAGE_KB") ? atoi(getenv("STAGE_KB")) : 32;
-    const int stage = stage_kb << 10, ring_max = dyn_max - kmax * 4;
-    const int nst = std::min(16, ring_max / stage);
+    /* ring stages of stage bytes beside x (at most 16: the kernels' mbarriers) */
+    auto ring_stages = [&](int stage) { return std::min(16, (dyn_max - kmax * 4) / stage); };
+    const int stage = stage_kb << 10, nst = ring_stages(stage);
     /* CW=16 for 16 consumer warps; TAGGED=0 for the counter */
     const int cw = getenv("CW") ? atoi(getenv("CW")) : 8;
     const bool tagged = !getenv("TAGGED") || atoi(getenv("TAGGED"));
@@ -781,7 +789,7 @@ int main(int argc, char **argv) {
                        : (tagged ? stream_kernel<8, true> : stream_kernel<8, false>);
     CK(cudaFuncSetAttribute(sk, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn_max));
     uint64_t *trace = nullptr;
-    CK(cudaMalloc(&trace, (size_t)nm * sms * 5 * 8));
+    CK(cudaMalloc(&trace, (size_t)nm * sms * TRACE_SLOTS * 8));
     long long *st4 = nullptr;
     CK(cudaMalloc(&st4, (size_t)nm * 64 * 4 * 8));
     unsigned long long *tg[2];
@@ -808,7 +816,7 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&dbases, nm * 4));
     CK(cudaMemcpy(dbases, bases.data(), nm * 4, cudaMemcpyHostToDevice));
     const int tc_mode = getenv("TC_MODE") ? atoi(getenv("TC_MODE")) : 0;
-    const int tc_nst = std::min(16, (dyn_max - kmax * 4) / (32 << 10));
+    const int tc_nst = ring_stages(32 << 10);
     CK(cudaFuncSetAttribute(tc_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn_max));
     float *tc_out;
     CK(cudaMalloc(&tc_out, maxm * 4));
@@ -898,37 +906,33 @@ int main(int argc, char **argv) {
     printf("  traced: %s\n", tct ? "tensor-core stream" : "f32 stream");
     for (int w = 0; w < 2; w++) CK(cudaGraphLaunch(tct ? ggt : gt, st));
     CK(cudaStreamSynchronize(st));
-    std::vector<uint64_t> tr((size_t)nm * sms * 5);
+    std::vector<uint64_t> tr((size_t)nm * sms * TRACE_SLOTS);
     CK(cudaMemcpy(tr.data(), trace, tr.size() * 8, cudaMemcpyDeviceToHost));
-    auto T = [&](int i, int b, int e) { return (double)tr[((size_t)i * sms + b) * 5 + e]; };
+    auto T = [&](int i, int b, int e) { return (double)tr[((size_t)i * sms + b) * TRACE_SLOTS + e]; };
+    auto md = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v.empty() ? 0. : v[v.size() / 2]; };
     /* per matrix kind (i % 4), medians over layers of: spread of the blocks'
-     * arrivals; last arrival -> median block sees the barrier; x load;
-     * x loaded -> first stage ready; first stage -> arrive; the atomic */
+     * ends; last end -> the median block has the next x; x -> first stage
+     * ready; first stage -> end; the arrival; last end to last end */
     const char *kinds[4] = {"qkv", "o", "gate_up", "down"};
-    printf("  trace (us, medians over layers): kind  end-spread  x-ready-after-last-end  -  stage-wait  compute  atomic  step\n");
+    printf("  trace (us, medians over layers): kind  end-spread  x-ready-after-last-end  stage-wait  compute  arrive  step\n");
     for (int kd = 0; kd < 4; kd++) {
-        std::vector<double> c[7];
+        std::vector<double> c[6];
         for (int i = 4 + kd; i + 1 < nm; i += 4) {
-            double amin = 1e30, amax = 0, step;
-            std::vector<double> seen, xl, sw, cp, at;
+            double amin = 1e30, amax = 0, pmax = 0;
+            std::vector<double> seen, sw, cp, at;
             for (int b = 0; b < sms; b++) {
-                amin = std::min(amin, T(i, b, 3)), amax = std::max(amax, T(i, b, 3));
-                xl.push_back(T(i, b, 1) - T(i, b, 0));
-                sw.push_back(T(i, b, 2) - T(i, b, 1));
-                cp.push_back(T(i, b, 3) - T(i, b, 2));
-                at.push_back(T(i, b, 4) - T(i, b, 3));
+                amin = std::min(amin, T(i, b, 2)), amax = std::max(amax, T(i, b, 2));
+                pmax = std::max(pmax, T(i - 1, b, 2));
+                sw.push_back(T(i, b, 1) - T(i, b, 0));
+                cp.push_back(T(i, b, 2) - T(i, b, 1));
+                at.push_back(T(i, b, 3) - T(i, b, 2));
             }
             for (int b = 0; b < sms; b++) seen.push_back(T(i + 1, b, 0) - amax);
-            double pmax = 0;
-            for (int b = 0; b < sms; b++) pmax = std::max(pmax, T(i - 1, b, 3));
-            step = amax - pmax;
-            auto md = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
-            c[0].push_back(amax - amin), c[1].push_back(md(seen)), c[2].push_back(md(xl));
-            c[3].push_back(md(sw)), c[4].push_back(md(cp)), c[5].push_back(md(at)), c[6].push_back(step);
+            c[0].push_back(amax - amin), c[1].push_back(md(seen)), c[2].push_back(md(sw));
+            c[3].push_back(md(cp)), c[4].push_back(md(at)), c[5].push_back(amax - pmax);
         }
-        auto md = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
-        printf("  trace %-8s %6.2f %6.2f %6.2f %6.2f %6.2f %6.2f %6.2f\n", kinds[kd], md(c[0]) / 1e3, md(c[1]) / 1e3,
-               md(c[2]) / 1e3, md(c[3]) / 1e3, md(c[4]) / 1e3, md(c[5]) / 1e3, md(c[6]) / 1e3);
+        printf("  trace %-8s %6.2f %6.2f %6.2f %6.2f %6.2f %6.2f\n", kinds[kd], md(c[0]) / 1e3, md(c[1]) / 1e3,
+               md(c[2]) / 1e3, md(c[3]) / 1e3, md(c[4]) / 1e3, md(c[5]) / 1e3);
     }
     /* block 0's stages, cycles: issue -> consumer starts waiting; wait;
      * compute (ready -> done), per matrix kind, medians over layers */
@@ -943,7 +947,6 @@ int main(int argc, char **argv) {
             const int tiles0 = f0 < nt ? (nt - f0 + sms - 1) / sms : 0;
             first[i + 1] = first[i] + (tct ? tiles0 * ((mats[i].k / 32 + 31) / 32) : (rows + ps - 1) / ps);
         }
-        const char *kn[4] = {"qkv", "o", "gate_up", "down"};
         printf("  block 0 stages (cycles; medians over layers): kind stages  issue->need  wait  compute  need->need\n");
         for (int kd = 0; kd < 4; kd++) {
             std::vector<double> a, w, c, g;
@@ -954,8 +957,7 @@ int main(int argc, char **argv) {
                     c.push_back((double)(e[t * 4 + 3] - e[t * 4 + 2]));
                     if (t) g.push_back((double)(e[t * 4 + 1] - e[(t - 1) * 4 + 3]));
                 }
-            auto md = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v.empty() ? 0. : v[v.size() / 2]; };
-            printf("  stages %-8s %d  %8.0f %8.0f %8.0f %8.0f\n", kn[kd], first[5 + kd] - first[4 + kd], md(a), md(w), md(c), md(g));
+            printf("  stages %-8s %d  %8.0f %8.0f %8.0f %8.0f\n", kinds[kd], first[5 + kd] - first[4 + kd], md(a), md(w), md(c), md(g));
         }
     }
     return same && same_f && tc_ok ? 0 : 1;
