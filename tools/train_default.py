@@ -176,6 +176,9 @@ def parse_args():
     # packing
     p.add_argument("--part-mib", type=float, default=15.0)
     p.add_argument("--keep-unpacked", action="store_true", help="also leave default-hf/ in --out")
+    p.add_argument("--no-pack", action="store_true",
+                   help="leave default-hf/, golden.json and train_log.json in --out, no tar parts (a model "
+                        "too large to come back from the GPU machine, used where it was trained)")
     a = p.parse_args()
     if a.smoke:
         a.dim, a.layers, a.heads, a.kv_heads, a.head_dim, a.ffn = 64, 2, 4, 2, 16, 176
@@ -1280,6 +1283,15 @@ def main():
     log("golden.json written; export %.1fs; total so far %.1fs" % (time.time() - t, elapsed()))
 
     # ---- pack --------------------------------------------------------------------------------
+    if a.no_pack:
+        shutil.copytree(hf, os.path.join(a.out, "default-hf"), dirs_exist_ok=True)
+        shutil.copy(os.path.join(stage, "golden.json"), os.path.join(a.out, "golden.json"))
+        shutil.rmtree(stage, ignore_errors=True)
+        R["timings"]["total"] = elapsed()
+        with open(os.path.join(a.out, "train_log.json"), "w") as f:
+            json.dump(R, f, indent=1)
+        log_summary(ev, acc, step, tokens_seen, a)
+        return
     with open(os.path.join(stage, "train_log.json"), "w") as f:
         json.dump(R, f, indent=1)
     tar_path = os.path.join(stage, "default-hf.tar")
@@ -1319,6 +1331,10 @@ def main():
         " ".join(files)))
     if not a.keep_unpacked and (len(files) > 8 or total_bytes > 64 * 2 ** 20):
         log("!!!!!!!! output exceeds 8 files / 64 MiB !!!!!!!!")
+    log_summary(ev, acc, step, tokens_seen, a)
+
+
+def log_summary(ev, acc, step, tokens_seen, a):
     log("SUMMARY ppl %.2f | greedy chained accept %s | tokens/verify %.2f | steps %d | tokens %.1fM | total %.0fs"
         " (budget %.0fs)" % (ev.get("ppl", float("nan")), " ".join("%.3f" % x for x in acc["greedy_chained_accept"]),
                              acc["greedy_simulated_tokens_per_verify"], step, tokens_seen / 1e6, elapsed(),
