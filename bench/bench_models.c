@@ -8,8 +8,9 @@
  *   bench_models bw [--gib 2]
  *       memory bandwidth: sum of a 2 GiB array on 1 and 2 threads (JSON).
  *   bench_models run MODEL [--threads T] [--reps R] [--prefill N] [--device cpu|cuda] [--graphs 0|1]
- *                          [--cpu-clock]
- *       decode (n = 1), verify (n = 2, 4, 8 at the same position) and
+ *                          [--cpu-clock] [--pos P]
+ *       decode (n = 1), verify (n = 2, 4, 8 at the same position P, after a
+ *       context of P tokens; default 16) and
  *       prefill (n = N) times, medians of R rounds, as one JSON line. On
  *       cuda every forward is timed to its end (the stream synchronised);
  *       --graphs 0 turns CUDA graphs off.
@@ -276,6 +277,11 @@ static int cmd_run(int argc, char **argv) {
     int reps = atoi(arg(argc, argv, "--reps", "7"));
     int prefill = atoi(arg(argc, argv, "--prefill", "512"));
     int prefill_reps = atoi(arg(argc, argv, "--prefill-reps", "2"));
+    int64_t pos = atoll(arg(argc, argv, "--pos", "16"));
+    if (pos < 1) {
+        fprintf(stderr, "bench_models run: --pos must be at least 1\n");
+        return 2;
+    }
     for (int i = 1; i < argc; i++) cpu_clock |= !strcmp(argv[i], "--cpu-clock");
     if (cpu_clock && threads != 1) {
         fprintf(stderr, "bench_models run: --cpu-clock needs --threads 1\n");
@@ -287,7 +293,8 @@ static int cmd_run(int argc, char **argv) {
     CHECK(mtplx_model_load(path, &mp, &m));
     tl = now() - tl;
     const mtplx_hparams *hp = &m->hp;
-    int64_t n_max = prefill > 24 ? prefill : 24, n_ctx = n_max + 64; /* tok[16..24): verify rows */
+    /* tok[pos..pos+8): verify rows */
+    int64_t n_max = prefill > 24 ? prefill : 24, n_ctx = (pos + 8 > n_max ? pos + 8 : n_max) + 64;
     int64_t max_k = hp->n_ff;
     if (hp->n_embd > max_k) max_k = hp->n_embd;
     if ((int64_t)hp->n_head * hp->head_dim > max_k) max_k = (int64_t)hp->n_head * hp->head_dim;
@@ -308,8 +315,9 @@ static int cmd_run(int argc, char **argv) {
     mtplx_acts acts;
     CHECK(mtplx_kv_init(&kv, be, hp, hp->n_layer, n_ctx, MTPLX_TYPE_F16));
     CHECK(mtplx_acts_init(&acts, be, hp, n_max));
-    int32_t *tok = malloc((size_t)n_max * sizeof *tok);
-    for (int64_t i = 0; i < n_max; i++) tok[i] = (int32_t)(1000 + 37 * i % 50000);
+    int64_t n_tok = n_ctx;
+    int32_t *tok = malloc((size_t)n_tok * sizeof *tok);
+    for (int64_t i = 0; i < n_tok; i++) tok[i] = (int32_t)(1000 + 37 * i % 50000);
     /* weight bytes one decode step reads: every matrix once (a tied
      * embedding as the output head; with a separate output.weight the
      * embedding contributes one row per token, not counted) */
@@ -319,9 +327,10 @@ static int cmd_run(int argc, char **argv) {
     for (int64_t i = 0; i < m->g->n_tensors; i++)
         if (!untied || strcmp(m->g->tensors[i].name, "token_embd.weight"))
             wbytes += (double)m->g->tensors[i].nbytes;
-    /* context of 16 tokens, then n tokens at position 16 again and again */
-    const int64_t pos = 16;
-    mtplx_model_forward(m, be, &kv, &acts, tok, pos, 0, false);
+    /* a context of pos tokens (--pos, default 16; in chunks of at most
+     * n_max), then n tokens at position pos again and again */
+    for (int64_t p = 0; p < pos; p += n_max)
+        mtplx_model_forward(m, be, &kv, &acts, tok + p, pos - p < n_max ? pos - p : n_max, p, false);
     time_forward(m, be, &kv, &acts, tok, 1, pos, true); /* warm */
     static const int ns[] = {1, 2, 4, 8};
     double t[4][64];
@@ -334,13 +343,13 @@ static int cmd_run(int argc, char **argv) {
     if (prefill_reps > 16) prefill_reps = 16;
     for (int r = 0; r < prefill_reps; r++) tp[r] = time_forward(m, be, &kv, &acts, tok, prefill, 0, false);
     double pf = prefill_reps > 0 ? median(tp, prefill_reps) : 0;
-    printf("{\"model\": \"%s\", \"type\": \"%s\", \"threads\": %d, \"device\": \"%s\", "
+    printf("{\"model\": \"%s\", \"type\": \"%s\", \"threads\": %d, \"device\": \"%s\", \"pos\": %lld, "
            "\"graphs\": %s, \"isa\": \"%s\", \"load_s\": %.2f, "
            "\"weight_bytes\": %.0f, \"decode_ms\": %.3f, \"decode_tok_s\": %.2f, \"decode_gbps\": %.2f, "
            "\"verify_ms\": {\"2\": %.3f, \"4\": %.3f, \"8\": %.3f}, "
            "\"verify_ratio\": {\"2\": %.3f, \"4\": %.3f, \"8\": %.3f}, "
            "\"prefill_n\": %d, \"prefill_tok_s\": %.2f, \"reps\": %d, \"clock\": \"%s\"}\n",
-           path, mtplx_type_info(m->tok_embd.type)->name, threads, device,
+           path, mtplx_type_info(m->tok_embd.type)->name, threads, device, (long long)pos,
            on_gpu ? (graphs ? "true" : "false") : "null", where, tl, wbytes,
            1e3 * med[0], 1 / med[0], wbytes / med[0] / 1e9, 1e3 * med[1], 1e3 * med[2], 1e3 * med[3],
            med[1] / med[0], med[2] / med[0], med[3] / med[0], prefill, pf > 0 ? prefill / pf : 0, reps,
@@ -360,6 +369,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: bench_models gen --vocab VOCAB.gguf [--out DIR] [--size 0.6b|1.7b|8b] [--types LIST]\n"
                     "       bench_models bw [--gib 2]\n"
                     "       bench_models run MODEL.gguf [--threads T] [--reps R] [--prefill N]\n"
-                    "                            [--device cpu|cuda] [--graphs 0|1] [--cpu-clock]\n");
+                    "                            [--device cpu|cuda] [--graphs 0|1] [--cpu-clock] [--pos P]\n");
     return 2;
 }

@@ -1114,6 +1114,32 @@ static void test_attention_case(int kv_type, int64_t n_tok, int nh, int nkv, int
                fl ? " flash (MTPLX_CUDA_FLASH)" : "", e);
     }
     mtplx_cuda_set_paths(gpu, saved);
+    if (n_tok <= 16 && saved.attn_split) {
+        /* a step's attention splits a token's positions over blocks from 65
+         * on (kernels.cu, attn_kernel): without the split too; and each row
+         * alone (a decode step) == its row of the n-row step (verify), bit
+         * for bit, which greedy MTP == AR needs */
+        mtplx_cuda_paths p = saved;
+        p.attn_split = false;
+        mtplx_cuda_set_paths(gpu, p);
+        gpu->attention(gpu, qd, n_tok, nh, nkv, hd, kd, vd, kv_type, pos0, scale, od);
+        mtplx_cuda_set_paths(gpu, saved);
+        float *o1 = from_dev(od, (size_t)(n_tok * nh * hd));
+        double e = rel_err(o1, ref, n_tok * nh * hd, 1e-3);
+        report(e <= 1e-5, "attention %s n_tok=%-3lld heads=%d/%d hd=%-3d pos0=%-4lld unsplit (MTPLX_CUDA_ATTN_SPLIT=0)  %.2e (tol 1e-5)",
+               kv_type == MTPLX_TYPE_F32 ? "F32" : "F16", (long long)n_tok, nh, nkv, hd, (long long)pos0, e);
+        bool same = true;
+        for (int64_t t = 0; t < n_tok; t++) {
+            size_t at = (size_t)(t * nh * hd);
+            gpu->attention(gpu, qd + at, 1, nh, nkv, hd, kd, vd, kv_type, pos0 + t, scale, od);
+            free(o1);
+            o1 = from_dev(od, (size_t)(nh * hd));
+            same &= memcmp(o1, o + at, (size_t)(nh * hd) * sizeof(float)) == 0;
+        }
+        report(same, "attention %s n_tok=%-3lld heads=%d/%d hd=%-3d pos0=%-4lld every row alone == its row of the step, bit for bit",
+               kv_type == MTPLX_TYPE_F32 ? "F32" : "F16", (long long)n_tok, nh, nkv, hd, (long long)pos0);
+        free(o1);
+    }
     gpu->buf_free(gpu, kd), gpu->buf_free(gpu, vd), gpu->buf_free(gpu, kind), gpu->buf_free(gpu, vind);
     gpu->buf_free(gpu, qd), gpu->buf_free(gpu, od);
     free(kin), free(vin), free(kc), free(vc), free(kback), free(q), free(ref), free(o);
@@ -1131,6 +1157,13 @@ static void test_attention(void) {
     test_attention_case(MTPLX_TYPE_F16, 50, 6, 2, 40, 70);  /* a chunk after a prefix */
     test_attention_case(MTPLX_TYPE_F16, 33, 8, 2, 128, 0);
     test_attention_case(MTPLX_TYPE_F32, 70, 4, 1, 256, 45); /* 82 KB of shared memory */
+    /* long contexts: a token's positions split over blocks (attn_kernel) */
+    test_attention_case(MTPLX_TYPE_F16, 3, 14, 2, 64, 62); /* 63, 64, 65 positions: 1, 1, 2 splits */
+    test_attention_case(MTPLX_TYPE_F16, 1, 16, 8, 128, 2000);
+    test_attention_case(MTPLX_TYPE_F16, 4, 32, 8, 128, 1500);
+    test_attention_case(MTPLX_TYPE_F32, 16, 16, 8, 128, 999);
+    test_attention_case(MTPLX_TYPE_F16, 2, 40, 8, 128, 5000);
+    test_attention_case(MTPLX_TYPE_F16, 5, 2, 1, 256, 3000); /* the most splits (32) */
 }
 
 /* The device dequantisers, run on the host, against the CPU reference:

@@ -7,7 +7,7 @@
 # with bench_models) and a GPU. For each Qwen3 shape and weight type it
 # writes a random-weight GGUF with `bench_models gen` (values do not matter
 # for speed), runs `bench_models run --device cuda` (decode = 1 token,
-# verify = 2 / 4 / 8 tokens at position 16, medians of 15, CUDA graphs on,
+# verify = 2 / 4 / 8 tokens at position 16 (POSITIONS), medians of 15, CUDA graphs on,
 # then prefill of 512 tokens), deletes the file, and prints one table row.
 # The ceiling is the card's own bandwidth, measured here with a device-to-
 # device copy of 4 GiB (torch, when it is installed; 2 x bytes / time).
@@ -19,6 +19,9 @@
 # on the same file; each row names its variant. BUILD=DIR in a variant runs
 # DIR/bench/bench_models instead (another build, e.g. of the sources before a change). PREFILL / PREFILL_REPS
 # (default 512 / 3): the prefill measured after the steps (its column).
+# POSITIONS="16 1024 ..." (default 16): the decode and verify steps after a
+# context of that many tokens, each position a row (named "@P" after the
+# variant when it is not 16).
 set -uo pipefail
 . "$(dirname "$0")/cuda_env.sh" # ROOT, BUILD, the loader path to BUILD/deps
 DEST="${OUT:-$BUILD}"
@@ -26,6 +29,7 @@ SIZES="${1:-0.6b 1.7b 8b}"
 TYPES="${2:-bf16 q8_0 q4_k}"
 VARIANTS="${VARIANTS:--}"
 PREFILL="${PREFILL:-512}" PREFILL_REPS="${PREFILL_REPS:-3}"
+POSITIONS="${POSITIONS:-16}"
 BM="$BUILD/bench/bench_models"
 SCRATCH="$BUILD/scratch-bench"
 [ -x "$BM" ] || { echo "cuda_bench: $BM missing (run tools/cuda_test.sh first)" >&2; exit 1; }
@@ -64,21 +68,25 @@ for s in $SIZES; do
             continue
         fi
         M="$SCRATCH/qwen3-$s-$t.gguf"
+        for pos in $POSITIONS; do
         for v in $VARIANTS; do
             variant_args "$v" "$BM" bench/bench_models # envs, bin (cuda_env.sh)
-            j=$(env "${envs[@]}" timeout 240 "$bin" run "$M" --device cuda --graphs 1 --reps 15 --prefill "$PREFILL" --prefill-reps "$PREFILL_REPS" 2>"$SCRATCH/run.err")
+            label="$v"
+            [ "$pos" != 16 ] && label="$v @$pos"
+            j=$(env "${envs[@]}" timeout 240 "$bin" run "$M" --device cuda --graphs 1 --reps 15 --prefill "$PREFILL" --prefill-reps "$PREFILL_REPS" --pos "$pos" 2>"$SCRATCH/run.err")
             if [ -z "$j" ]; then
-                echo "$s $t $v: run failed: $(tail -2 "$SCRATCH/run.err" | tr '\n' ' ')" | tee -a "$TXT"
+                echo "$s $t $label: run failed: $(tail -2 "$SCRATCH/run.err" | tr '\n' ' ')" | tee -a "$TXT"
                 continue
             fi
             echo "$j" >>"$JSONL"
-            python3 - "$j" "$s" "$t" "$BW" "$v" <<'PY' | tee -a "$TXT"
+            python3 - "$j" "$s" "$t" "$BW" "$label" <<'PY' | tee -a "$TXT"
 import json, sys
 j = json.loads(sys.argv[1]); bw = float(sys.argv[4]); r = j["verify_ratio"]
 print("%-5s %-5s %7.2f GB %9.3f %8.0f %5.0f%% %5.2fx %5.2fx %5.2fx %11.0f  %s" % (
     sys.argv[2], sys.argv[3], j["weight_bytes"] / 1e9, j["decode_ms"], j["decode_gbps"],
     100 * j["decode_gbps"] / bw, r["2"], r["4"], r["8"], j["prefill_tok_s"], sys.argv[5]))
 PY
+        done
         done
         rm -f "$M"
     done

@@ -177,6 +177,7 @@ typedef struct {
     mtplx_cuda_graph_stats gstats;
     mtplx_cuda_paths paths; /* prefill kernels (header comment) */
     mtplx_cuda_tc_split split; /* split-k scratch and the SM count */
+    mtplx_cuda_attn_scratch attn; /* the step attention's split over positions */
     /* x in integer pieces for mmv_i8.cu (Q8_0 / Q4_K decode and verify on
      * the int8 tensor cores); NULL with MTPLX_CUDA_I8=0: mmv_tc.cu instead */
     void *xq;
@@ -589,7 +590,8 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
            "attention (flash)");
     else
         CK(mtplx_cuda_attention(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type,
-                                pos0, scale, out, dyn, pdl_next(c)),
+                                pos0, scale, out, dyn, pdl_next(c),
+                                c->paths.attn_split ? &c->attn : NULL),
            "attention");
     launched(c);
 }
@@ -831,6 +833,7 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .mma = true,
                           .pdl = true,
                           .tile = !env_is_0("MTPLX_CUDA_TILE"),
+                          .attn_split = !env_is_0("MTPLX_CUDA_ATTN_SPLIT"),
                           .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};
     if (tc && strcmp(tc, "0") == 0) p.tc = false;
     if (sk && strcmp(sk, "0") == 0) p.tc_split = false;
@@ -912,6 +915,8 @@ static void release(cuda_backend *c) {
     cudaFree(c->souts);
     cudaFree(c->ids_dev);
     cudaFree(c->split.buf);
+    cudaFree(c->attn.part);
+    cudaFree(c->attn.cnt);
     cudaFree(c->xq);
     free(c->gs);
     cudaStreamDestroy(c->side);
@@ -1009,6 +1014,17 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&c->split.n_sm, cudaDevAttrMultiProcessorCount, device);
     c->split.bytes = TC_SPLIT_BYTES;
+    /* the attention's split: about two blocks a SM; MTPLX_CUDA_ATTN_CHUNK
+     * (>= 32, default 64) is the fewest positions a split takes */
+    c->attn.slots = 2 * c->split.n_sm;
+    const char *ach = getenv("MTPLX_CUDA_ATTN_CHUNK");
+    c->attn.chunk = ach && atoi(ach) >= 32 ? atoi(ach) : 64;
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->attn.part, mtplx_cuda_attn_part_bytes(c->attn.slots));
+    if (e == cudaSuccess) {
+        size_t cb = (size_t)MTPLX_CUDA_STEP_ROWS * MTPLX_CUDA_ATTN_MAX_HEADS * sizeof(int);
+        e = cudaMalloc((void **)&c->attn.cnt, cb);
+        if (e == cudaSuccess) e = cudaMemset(c->attn.cnt, 0, cb);
+    }
     if (e == cudaSuccess && !env_is_0("MTPLX_CUDA_I8")) {
         size_t xb = mtplx_cuda_mmv_i8_scratch();
         e = cudaMalloc(&c->xq, xb);

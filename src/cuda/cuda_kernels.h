@@ -244,11 +244,34 @@ cudaError_t mtplx_cuda_add(cudaStream_t s, float *y, const float *x, int64_t n);
  * row0 (+ dyn->pos0) of the KV buffer kv. */
 cudaError_t mtplx_cuda_store_rows(cudaStream_t s, int kv_type, const float *src, void *kv,
                                   int64_t row0, int64_t n, int64_t d, const mtplx_cuda_step *dyn);
-/* Causal GQA attention, kernels.h's mtplx_attention contract; head_dim <= 256. */
+/* The scratch of the attention's split over positions (kernels.cu,
+ * attn_kernel), one a backend: part holds MTPLX_CUDA_STEP_ROWS x slots
+ * partials of 2 + 256 floats, cnt MTPLX_CUDA_STEP_ROWS x
+ * MTPLX_CUDA_ATTN_MAX_HEADS counters, zeroed once. slots (about two blocks
+ * a SM) / n_head is a token's most splits (at most
+ * MTPLX_CUDA_ATTN_MAX_SPLIT); a split takes at least chunk positions. */
+#define MTPLX_CUDA_ATTN_MAX_SPLIT 32
+#define MTPLX_CUDA_ATTN_MAX_HEADS 1024
+typedef struct {
+    float *part;
+    int *cnt;
+    int slots, chunk;
+} mtplx_cuda_attn_scratch;
+size_t mtplx_cuda_attn_part_bytes(int slots);
+/* what attn_kernel is given: the scratch, this launch's splits */
+typedef struct {
+    float *part;
+    int *cnt;
+    int splits, chunk;
+} mtplx_cuda_attn_split;
+
+/* Causal GQA attention, kernels.h's mtplx_attention contract; head_dim <= 256.
+ * scr NULL (or n_tok > MTPLX_CUDA_STEP_ROWS): one block a token and head. */
 cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, int n_head,
                                  int n_head_kv, int head_dim, const void *k, const void *v,
                                  int kv_type, int64_t pos0, float scale, float *out,
-                                 const mtplx_cuda_step *dyn, bool pdl);
+                                 const mtplx_cuda_step *dyn, bool pdl,
+                                 const mtplx_cuda_attn_scratch *scr);
 
 /* The same attention tiled for many query tokens (prefill): 16 queries of a
  * head per block share each K/V tile in shared memory. f32 math as the one

@@ -610,18 +610,43 @@ __device__ __forceinline__ float kv_load(const void *base, size_t idx) {
     return __ldcg((const float *)base + idx);
 }
 
-/* Block (head h, token t): warps take cache positions round-robin, each with
- * its own running max / sum / output (online softmax); lanes split head_dim
- * (element lane + 32 e). The warps' partial results are merged at the end. */
+/* Block (head h, token t, split sp): warps take cache positions round-robin,
+ * each with its own running max / sum / output (online softmax); lanes split
+ * head_dim (element lane + 32 e). The warps' partial results are merged at
+ * the end.
+ *
+ * Long contexts: one block a (token, head) is 16 blocks for a 0.6B decode
+ * step, each walking every cached position, a dependent load or two a
+ * position per warp. So a token's n_kv positions are split into
+ * ns = attn_splits(n_kv) runs of equal length, one block each (split-k,
+ * "flash-decoding"); each writes its run's max, sum and unnormalised output
+ * to sa.part, and the last of them to finish (a counter per token and head,
+ * left at 0 again) merges the runs in order. ns and the runs depend on n_kv
+ * alone, never on how many tokens the step has, so a token's output is the
+ * same bits in a decode step and in a verify step (greedy MTP == AR). At
+ * ns == 1 (n_kv <= sa.chunk, or splitting off) the block is the plain
+ * kernel: same arithmetic, same bits as before splitting existed. */
+__device__ __forceinline__ int attn_splits(int64_t n_kv, const mtplx_cuda_attn_split &sa) {
+    int64_t ns = (n_kv + sa.chunk - 1) / sa.chunk;
+    return ns < sa.splits ? (int)ns : sa.splits;
+}
+
 template <bool F16>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_kernel(const float *__restrict__ q, int n_head, int n_head_kv, int hd,
                 const void *__restrict__ K, const void *__restrict__ V, int64_t pos0, float scale,
-                float *__restrict__ out, const mtplx_cuda_step *__restrict__ dyn) {
+                float *__restrict__ out, const mtplx_cuda_step *__restrict__ dyn,
+                mtplx_cuda_attn_split sa) {
     pdl_trigger(), pdl_wait(); /* (launch_k) */
     pos0 += dyn_pos(dyn);
-    int h = blockIdx.x;
+    int h = blockIdx.x, sp = blockIdx.z;
     int64_t t = blockIdx.y;
+    int64_t n_kv = pos0 + t + 1;
+    int ns = attn_splits(n_kv, sa);
+    if (sp >= ns) return;
+    /* runs of len = ceil(n_kv / ns) positions; none is empty: n_kv >
+     * chunk (ns - 1) and chunk >= 32 >= ns give (ns - 1) len < n_kv */
+    int64_t len = (n_kv + ns - 1) / ns, p_end = min(n_kv, (int64_t)(sp + 1) * len);
     int kvh = h / (n_head / n_head_kv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const float *qp = q + ((size_t)t * n_head + h) * hd;
     float qr[ATT_MAXE], acc[ATT_MAXE];
@@ -632,9 +657,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         acc[e] = 0.f;
     }
     float mx = -INFINITY, sum = 0.f;
-    int64_t n_kv = pos0 + t + 1;
     size_t row = (size_t)n_head_kv * hd, off = (size_t)kvh * hd;
-    for (int64_t p = warp; p < n_kv; p += ATT_WARPS) {
+    for (int64_t p = sp * len + warp; p < p_end; p += ATT_WARPS) {
         size_t base = (size_t)p * row + off;
         float s = 0.f;
 #pragma unroll
@@ -654,6 +678,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     }
     __shared__ float s_mx[ATT_WARPS], s_sum[ATT_WARPS];
     __shared__ float s_acc[ATT_WARPS][32 * ATT_MAXE];
+    __shared__ bool s_last;
     if (lane == 0) {
         s_mx[warp] = mx;
         s_sum[warp] = sum;
@@ -669,14 +694,49 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         f[w] = s_sum[w] > 0.f ? expf(s_mx[w] - M) : 0.f;
         tot += s_sum[w] * f[w];
     }
-    float inv = 1.f / tot;
     float *op = out + ((size_t)t * n_head + h) * hd;
+    if (ns == 1) {
+        float inv = 1.f / tot;
+        for (int j = threadIdx.x; j < hd; j += blockDim.x) {
+            float v = 0.f;
+#pragma unroll
+            for (int w = 0; w < ATT_WARPS; w++) v += s_acc[w][j] * f[w];
+            op[j] = v * inv;
+        }
+        return;
+    }
+    /* this run's partial: max, sum, output relative to the max */
+    size_t stride = (size_t)hd + 2;
+    float *part = sa.part + ((size_t)t * n_head + h) * (size_t)sa.splits * stride;
+    float *mine = part + (size_t)sp * stride;
     for (int j = threadIdx.x; j < hd; j += blockDim.x) {
         float v = 0.f;
 #pragma unroll
         for (int w = 0; w < ATT_WARPS; w++) v += s_acc[w][j] * f[w];
+        mine[2 + j] = v;
+    }
+    if (threadIdx.x == 0) mine[0] = M, mine[1] = tot;
+    __threadfence();
+    __syncthreads();
+    int *cnt = sa.cnt + t * n_head + h;
+    if (threadIdx.x == 0) s_last = atomicAdd(cnt, 1) == ns - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    /* the last block: the runs in order, through L2 (other blocks wrote them) */
+    float Mx = -INFINITY;
+    for (int i = 0; i < ns; i++) Mx = fmaxf(Mx, __ldcg(part + (size_t)i * stride));
+    float T = 0.f;
+    for (int i = 0; i < ns; i++)
+        T += __ldcg(part + (size_t)i * stride + 1) * expf(__ldcg(part + (size_t)i * stride) - Mx);
+    float inv = 1.f / T;
+    for (int j = threadIdx.x; j < hd; j += blockDim.x) {
+        float v = 0.f;
+        for (int i = 0; i < ns; i++)
+            v += __ldcg(part + (size_t)i * stride + 2 + j) * expf(__ldcg(part + (size_t)i * stride) - Mx);
         op[j] = v * inv;
     }
+    if (threadIdx.x == 0) *cnt = 0; /* for the next launch */
 }
 
 /* ---- flash-style attention for prefill (n_tok > MTPLX_CUDA_STEP_ROWS) ----
@@ -1052,15 +1112,28 @@ cudaError_t mtplx_cuda_store_rows(cudaStream_t s, int kv_type, const float *src,
     return cudaGetLastError();
 }
 
+size_t mtplx_cuda_attn_part_bytes(int slots) {
+    return (size_t)MTPLX_CUDA_STEP_ROWS * (size_t)slots * (2 + 32 * ATT_MAXE) * sizeof(float);
+}
+
 cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, int n_head,
                                  int n_head_kv, int head_dim, const void *k, const void *v,
                                  int kv_type, int64_t pos0, float scale, float *out,
-                                 const mtplx_cuda_step *dyn, bool pdl) {
+                                 const mtplx_cuda_step *dyn, bool pdl,
+                                 const mtplx_cuda_attn_scratch *scr) {
     if (head_dim > 32 * ATT_MAXE || n_head % n_head_kv != 0) return cudaErrorInvalidValue;
-    dim3 grid((unsigned)n_head, (unsigned)n_tok);
+    /* splits: enough blocks for about two a SM at long contexts, fixed by
+     * the model's head count (never by n_tok: see attn_kernel) */
+    mtplx_cuda_attn_split sa = {NULL, NULL, 1, 1 << 30};
+    int sp = scr && scr->part ? scr->slots / n_head : 1;
+    if (sp >= 2 && n_tok <= MTPLX_CUDA_STEP_ROWS && n_head <= MTPLX_CUDA_ATTN_MAX_HEADS) {
+        sa.splits = sp > MTPLX_CUDA_ATTN_MAX_SPLIT ? MTPLX_CUDA_ATTN_MAX_SPLIT : sp;
+        sa.part = scr->part, sa.cnt = scr->cnt, sa.chunk = scr->chunk;
+    }
+    dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)sa.splits);
     return launch_k(pdl, kv_type == MTPLX_TYPE_F16 ? attn_kernel<true> : attn_kernel<false>, grid,
                     dim3(ATT_WARPS * 32), 0, s, q, n_head, n_head_kv, head_dim, k, v, pos0, scale,
-                    out, dyn);
+                    out, dyn, sa);
 }
 
 cudaError_t mtplx_cuda_attention_flash(cudaStream_t s, const float *q, int64_t n_tok, int n_head,
