@@ -600,7 +600,6 @@ __global__ void store_kernel(const float *x, void *kv, int64_t row0, int64_t d, 
 /* ---- attention ---- */
 constexpr int ATT_WARPS = 8;
 constexpr int ATT_MAXE = 8; /* head_dim <= 32 * ATT_MAXE */
-constexpr int ATT_ILP = 4;  /* positions a warp loads at once */
 
 /* Through L2 (.cg), as q: the kernel before (launch_k's dependent launch)
  * wrote both, and the read-only path (__restrict__ lets the compiler pick
@@ -627,18 +626,6 @@ __device__ __forceinline__ float kv_load(const void *base, size_t idx) {
  * same bits in a decode step and in a verify step (greedy MTP == AR). At
  * ns == 1 (n_kv <= sa.chunk, or splitting off) the block is the plain
  * kernel: same arithmetic, same bits as before splitting existed. */
-/* one position's score s and V row (this lane's elements) into a warp's
- * running max, sum and output */
-__device__ __forceinline__ void attn_fold(float s, const float (&v)[ATT_MAXE], int hd, int lane,
-                                          float &mx, float &sum, float (&acc)[ATT_MAXE]) {
-    float mn = fmaxf(mx, s), c = expf(mx - mn), pw = expf(s - mn);
-    sum = sum * c + pw;
-#pragma unroll
-    for (int e = 0; e < ATT_MAXE; e++)
-        if (lane + 32 * e < hd) acc[e] = acc[e] * c + pw * v[e];
-    mx = mn;
-}
-
 __device__ __forceinline__ int attn_splits(int64_t n_kv, const mtplx_cuda_attn_split &sa) {
     int64_t ns = (n_kv + sa.chunk - 1) / sa.chunk;
     return ns < sa.splits ? (int)ns : sa.splits;
@@ -671,39 +658,23 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     }
     float mx = -INFINITY, sum = 0.f;
     size_t row = (size_t)n_head_kv * hd, off = (size_t)kvh * hd;
-    /* a warp's positions p, p + 8, ...: ATT_ILP of them at a time with all
-     * their K and V loads issued together (one position a time left each
-     * warp one load in flight: a long context was latency-bound), folded
-     * into the online softmax in the same order as one at a time */
-    int64_t p = sp * len + warp;
-    for (; p + ATT_WARPS * (ATT_ILP - 1) < p_end; p += ATT_WARPS * ATT_ILP) {
-        float s[ATT_ILP], vv[ATT_ILP][ATT_MAXE];
-#pragma unroll
-        for (int u = 0; u < ATT_ILP; u++) {
-            size_t base = (size_t)(p + ATT_WARPS * u) * row + off;
-            s[u] = 0.f;
-#pragma unroll
-            for (int e = 0; e < ATT_MAXE; e++) {
-                int j = lane + 32 * e;
-                if (j < hd) s[u] += qr[e] * kv_load<F16>(K, base + j);
-                vv[u][e] = j < hd ? kv_load<F16>(V, base + j) : 0.f;
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < ATT_ILP; u++) s[u] = warp_sum(s[u]) * scale;
-#pragma unroll
-        for (int u = 0; u < ATT_ILP; u++) attn_fold(s[u], vv[u], hd, lane, mx, sum, acc);
-    }
-    for (; p < p_end; p += ATT_WARPS) {
+    for (int64_t p = sp * len + warp; p < p_end; p += ATT_WARPS) {
         size_t base = (size_t)p * row + off;
-        float s = 0.f, v1[ATT_MAXE];
+        float s = 0.f;
 #pragma unroll
         for (int e = 0; e < ATT_MAXE; e++) {
             int j = lane + 32 * e;
             if (j < hd) s += qr[e] * kv_load<F16>(K, base + j);
-            v1[e] = j < hd ? kv_load<F16>(V, base + j) : 0.f;
         }
-        attn_fold(warp_sum(s) * scale, v1, hd, lane, mx, sum, acc);
+        s = warp_sum(s) * scale;
+        float mn = fmaxf(mx, s), c = expf(mx - mn), pw = expf(s - mn);
+        sum = sum * c + pw;
+#pragma unroll
+        for (int e = 0; e < ATT_MAXE; e++) {
+            int j = lane + 32 * e;
+            if (j < hd) acc[e] = acc[e] * c + pw * kv_load<F16>(V, base + j);
+        }
+        mx = mn;
     }
     __shared__ float s_mx[ATT_WARPS], s_sum[ATT_WARPS];
     __shared__ float s_acc[ATT_WARPS][32 * ATT_MAXE];
