@@ -1284,14 +1284,33 @@ def main():
 
     # ---- pack --------------------------------------------------------------------------------
     if a.no_pack:
+        a.keep_unpacked = True
+    else:
+        names, hsh = pack_parts(a, R, stage, hf)
+    if a.keep_unpacked:
         shutil.copytree(hf, os.path.join(a.out, "default-hf"), dirs_exist_ok=True)
         shutil.copy(os.path.join(stage, "golden.json"), os.path.join(a.out, "golden.json"))
-        shutil.rmtree(stage, ignore_errors=True)
-        R["timings"]["total"] = elapsed()
-        with open(os.path.join(a.out, "train_log.json"), "w") as f:
-            json.dump(R, f, indent=1)
-        log_summary(ev, acc, step, tokens_seen, a)
-        return
+    shutil.rmtree(stage, ignore_errors=True)
+    R["timings"]["total"] = elapsed()
+    with open(os.path.join(a.out, "train_log.json"), "w") as f:
+        json.dump(R, f, indent=1)
+    if not a.no_pack:
+        files = sorted(os.listdir(a.out))
+        total_bytes = sum(os.path.getsize(os.path.join(a.out, x)) for x in files
+                          if os.path.isfile(os.path.join(a.out, x)))
+        log("packed %d parts (tar %.1f MiB, sha256 %s); --out holds %d entries, %.1f MiB: %s" % (
+            len(names), R["pack"]["tar_bytes"] / 2 ** 20, hsh.hexdigest()[:16], len(files), total_bytes / 2 ** 20,
+            " ".join(files)))
+        if not a.keep_unpacked and (len(files) > 8 or total_bytes > 64 * 2 ** 20):
+            log("!!!!!!!! output exceeds 8 files / 64 MiB !!!!!!!!")
+    log("SUMMARY ppl %.2f | greedy chained accept %s | tokens/verify %.2f | steps %d | tokens %.1fM | total %.0fs"
+        " (budget %.0fs)" % (ev.get("ppl", float("nan")), " ".join("%.3f" % x for x in acc["greedy_chained_accept"]),
+                             acc["greedy_simulated_tokens_per_verify"], step, tokens_seen / 1e6, elapsed(),
+                             a.time_budget))
+
+
+def pack_parts(a, R, stage, hf):
+    """default-hf/, golden.json and train_log.json as one tar in --part-mib parts in --out."""
     with open(os.path.join(stage, "train_log.json"), "w") as f:
         json.dump(R, f, indent=1)
     tar_path = os.path.join(stage, "default-hf.tar")
@@ -1317,28 +1336,7 @@ def main():
             i += 1
     R["pack"] = {"tar_bytes": os.path.getsize(tar_path), "parts": names, "sha256": hsh.hexdigest(),
                  "reassemble": "cat default-hf.tar.part-* > default-hf.tar && tar xf default-hf.tar"}
-    if a.keep_unpacked:
-        shutil.copytree(hf, os.path.join(a.out, "default-hf"), dirs_exist_ok=True)
-        shutil.copy(os.path.join(stage, "golden.json"), os.path.join(a.out, "golden.json"))
-    shutil.rmtree(stage, ignore_errors=True)
-    R["timings"]["total"] = elapsed()
-    with open(os.path.join(a.out, "train_log.json"), "w") as f:
-        json.dump(R, f, indent=1)
-    files = sorted(os.listdir(a.out))
-    total_bytes = sum(os.path.getsize(os.path.join(a.out, x)) for x in files if os.path.isfile(os.path.join(a.out, x)))
-    log("packed %d parts (tar %.1f MiB, sha256 %s); --out holds %d entries, %.1f MiB: %s" % (
-        len(names), R["pack"]["tar_bytes"] / 2 ** 20, hsh.hexdigest()[:16], len(files), total_bytes / 2 ** 20,
-        " ".join(files)))
-    if not a.keep_unpacked and (len(files) > 8 or total_bytes > 64 * 2 ** 20):
-        log("!!!!!!!! output exceeds 8 files / 64 MiB !!!!!!!!")
-    log_summary(ev, acc, step, tokens_seen, a)
-
-
-def log_summary(ev, acc, step, tokens_seen, a):
-    log("SUMMARY ppl %.2f | greedy chained accept %s | tokens/verify %.2f | steps %d | tokens %.1fM | total %.0fs"
-        " (budget %.0fs)" % (ev.get("ppl", float("nan")), " ".join("%.3f" % x for x in acc["greedy_chained_accept"]),
-                             acc["greedy_simulated_tokens_per_verify"], step, tokens_seen / 1e6, elapsed(),
-                             a.time_budget))
+    return names, hsh
 
 
 if __name__ == "__main__":

@@ -1125,9 +1125,9 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
     /* splits: enough blocks for about two a SM at long contexts, fixed by
      * the model's head count (never by n_tok: see attn_kernel) */
     mtplx_cuda_attn_split sa = {NULL, NULL, 1, 1 << 30};
-    int sp = scr && scr->part ? scr->slots / n_head : 1;
-    if (sp >= 2 && n_tok <= MTPLX_CUDA_STEP_ROWS && n_head <= MTPLX_CUDA_ATTN_MAX_HEADS) {
-        sa.splits = sp > MTPLX_CUDA_ATTN_MAX_SPLIT ? MTPLX_CUDA_ATTN_MAX_SPLIT : sp;
+    int most = scr && scr->part ? scr->slots / n_head : 1;
+    if (most >= 2 && n_tok <= MTPLX_CUDA_STEP_ROWS && n_head <= MTPLX_CUDA_ATTN_MAX_HEADS) {
+        sa.splits = most > MTPLX_CUDA_ATTN_MAX_SPLIT ? MTPLX_CUDA_ATTN_MAX_SPLIT : most;
         sa.part = scr->part, sa.cnt = scr->cnt, sa.chunk = scr->chunk;
     }
     dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)sa.splits);
