@@ -4,7 +4,9 @@
 #   1. tools/train_default.py trains a Qwen3-0.6B-shaped base model (28 layers,
 #      dim 1024, 16 query / 8 KV heads of 128, FFN 3072) and its MTP head
 #      together on the Gutenberg corpus, for TRAIN_BUDGET seconds; the vocabulary
-#      is the corpus's own BPE of VOCAB tokens (default 32768), not Qwen3's.
+#      is the corpus's own BPE of VOCAB tokens (default 32768), not Qwen3's;
+#      MODEL_VOCAB=151936 gives the embedding (the tied output head) Qwen3's
+#      rows all the same, so that the head costs what Qwen3's does.
 #      Meanwhile tools/cuda_test.sh builds mtplx (build only).
 #   2. mtplx forge convert: the HF folder to GGUF, BF16 and Q8_0 (heads kept in
 #      their source precision, as the built-in model ships).
@@ -22,7 +24,7 @@
 # machine while it is held): SKIP_TRAIN=1 runs steps 2-3 again on it. SKIP_BUILD=1
 # uses BUILD's mtplx as it is.
 # Writes to $OUT: train.log, train_log.json, verify.log (everything), table.txt.
-# Knobs: DATA, WORK, TRAIN_BUDGET (s), VOCAB, TRAIN_ARGS (more train_default.py
+# Knobs: DATA, WORK, TRAIN_BUDGET (s), VOCAB, MODEL_VOCAB, TRAIN_ARGS (more train_default.py
 # flags), TYPES (default "bf16 q8_0"), DEPTHS, PROMPTS, TOKENS, DRAFT_VOCAB, DEVICE
 # (default cuda; cpu for a dry run of steps 2-3).
 set -uo pipefail
@@ -34,6 +36,7 @@ BUILD="${BUILD:-$ROOT/build-cuda-gpu}"
 W="${WORK:-$BUILD/real-shape}"
 TRAIN_BUDGET="${TRAIN_BUDGET:-400}"
 VOCAB="${VOCAB:-32768}"
+MODEL_VOCAB="${MODEL_VOCAB:-0}"
 TRAIN_ARGS="${TRAIN_ARGS:-}"
 TYPES="${TYPES:-bf16 q8_0}"
 DEPTHS="${DEPTHS:-1 2 3}"
@@ -56,7 +59,7 @@ if [ -z "${SKIP_TRAIN:-}" ]; then
     # shellcheck disable=SC2086  # TRAIN_ARGS is a list of flags
     PYTHONUNBUFFERED=1 python3 tools/train_default.py --data "$DATA" --out "$W/train" --no-pack \
         --time-budget "$TRAIN_BUDGET" --reserve 100 --dim 1024 --layers 28 --heads 16 --kv-heads 8 \
-        --head-dim 128 --ffn 3072 --vocab "$VOCAB" --ctx 2048 --micro-batch 32 --batch-tokens 65536 \
+        --head-dim 128 --ffn 3072 --vocab "$VOCAB" --model-vocab "$MODEL_VOCAB" --ctx 2048 --micro-batch 32 --batch-tokens 65536 \
         --lr 2e-3 $TRAIN_ARGS >"$OUT/train.log" 2>&1
     say "train: rc $?"
     cp "$W/train/train_log.json" "$OUT/" 2>/dev/null

@@ -139,6 +139,9 @@ def parse_args():
     p.add_argument("--head-dim", type=int, default=64)
     p.add_argument("--ffn", type=int, default=1408)
     p.add_argument("--vocab", type=int, default=8192)
+    p.add_argument("--model-vocab", type=int, default=0,
+                   help="embedding rows, when more than the tokenizer's --vocab (0 = the same): e.g. 151936 "
+                        "for Qwen3's output-head size; the extra rows are trained like the rest (only down)")
     p.add_argument("--ctx", type=int, default=1024)
     p.add_argument("--rope-theta", type=float, default=10000.0)
     p.add_argument("--mtp-depth", type=int, default=3)
@@ -258,7 +261,8 @@ class HFTok:
         return self.tok.encode(text, add_special_tokens=False).ids
 
     def decode(self, ids):
-        return self.tok.decode(list(ids), skip_special_tokens=False)
+        # (a row past the tokenizer's, --model-vocab, has no text)
+        return self.tok.decode([i for i in ids if i < self.n_vocab], skip_special_tokens=False)
 
     def save(self, path):
         self.tok.save(path)
@@ -278,7 +282,7 @@ class ByteTok:
         return [b + 2 for b in text.encode("utf-8")]
 
     def decode(self, ids):
-        return bytes(i - 2 for i in ids if i >= 2).decode("utf-8", errors="replace")
+        return bytes(i - 2 for i in ids if 2 <= i < 258).decode("utf-8", errors="replace")
 
     def save(self, path):
         # A real HF tokenizer.json equivalent to this encoding: byte-level BPE without merges.
@@ -931,8 +935,8 @@ def main():
     else:
         tk = ByteTok()
         log("WARNING: `tokenizers` missing: byte-level stand-in vocabulary (smoke only)")
-    V = a.vocab if have_tok else 320
-    assert tk.n_vocab <= V <= 65535
+    V = max(a.vocab if have_tok else 320, a.model_vocab)
+    assert tk.n_vocab <= min(V, 65535)  # token ids are stored as uint16
     log("tokenizer %s: %d tokens (model vocab %d), trained on %.1f M chars (%.1fs)" % (
         tk.kind, tk.n_vocab, V, min(a.tok_train_chars, n_chars) / 1e6, time.time() - t))
     R["timings"]["tokenizer_train"] = time.time() - t
