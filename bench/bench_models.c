@@ -315,9 +315,8 @@ static int cmd_run(int argc, char **argv) {
     mtplx_acts acts;
     CHECK(mtplx_kv_init(&kv, be, hp, hp->n_layer, n_ctx, MTPLX_TYPE_F16));
     CHECK(mtplx_acts_init(&acts, be, hp, n_max));
-    int64_t n_tok = n_ctx;
-    int32_t *tok = malloc((size_t)n_tok * sizeof *tok);
-    for (int64_t i = 0; i < n_tok; i++) tok[i] = (int32_t)(1000 + 37 * i % 50000);
+    int32_t *tok = malloc((size_t)n_ctx * sizeof *tok);
+    for (int64_t i = 0; i < n_ctx; i++) tok[i] = (int32_t)(1000 + 37 * i % 50000);
     /* weight bytes one decode step reads: every matrix once (a tied
      * embedding as the output head; with a separate output.weight the
      * embedding contributes one row per token, not counted) */

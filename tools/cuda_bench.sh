@@ -69,24 +69,24 @@ for s in $SIZES; do
         fi
         M="$SCRATCH/qwen3-$s-$t.gguf"
         for pos in $POSITIONS; do
-        for v in $VARIANTS; do
-            variant_args "$v" "$BM" bench/bench_models # envs, bin (cuda_env.sh)
-            label="$v"
-            [ "$pos" != 16 ] && label="$v @$pos"
-            j=$(env "${envs[@]}" timeout 240 "$bin" run "$M" --device cuda --graphs 1 --reps 15 --prefill "$PREFILL" --prefill-reps "$PREFILL_REPS" --pos "$pos" 2>"$SCRATCH/run.err")
-            if [ -z "$j" ]; then
-                echo "$s $t $label: run failed: $(tail -2 "$SCRATCH/run.err" | tr '\n' ' ')" | tee -a "$TXT"
-                continue
-            fi
-            echo "$j" >>"$JSONL"
-            python3 - "$j" "$s" "$t" "$BW" "$label" <<'PY' | tee -a "$TXT"
+            for v in $VARIANTS; do
+                variant_args "$v" "$BM" bench/bench_models # envs, bin (cuda_env.sh)
+                label="$v"
+                [ "$pos" != 16 ] && label="$v @$pos"
+                j=$(env "${envs[@]}" timeout 240 "$bin" run "$M" --device cuda --graphs 1 --reps 15 --prefill "$PREFILL" --prefill-reps "$PREFILL_REPS" --pos "$pos" 2>"$SCRATCH/run.err")
+                if [ -z "$j" ]; then
+                    echo "$s $t $label: run failed: $(tail -2 "$SCRATCH/run.err" | tr '\n' ' ')" | tee -a "$TXT"
+                    continue
+                fi
+                echo "$j" >>"$JSONL"
+                python3 - "$j" "$s" "$t" "$BW" "$label" <<'PY' | tee -a "$TXT"
 import json, sys
 j = json.loads(sys.argv[1]); bw = float(sys.argv[4]); r = j["verify_ratio"]
 print("%-5s %-5s %7.2f GB %9.3f %8.0f %5.0f%% %5.2fx %5.2fx %5.2fx %11.0f  %s" % (
     sys.argv[2], sys.argv[3], j["weight_bytes"] / 1e9, j["decode_ms"], j["decode_gbps"],
     100 * j["decode_gbps"] / bw, r["2"], r["4"], r["8"], j["prefill_tok_s"], sys.argv[5]))
 PY
-        done
+            done
         done
         rm -f "$M"
     done
