@@ -28,7 +28,7 @@ for r in $(seq 1 "$REPS"); do
             [ "$c" != ar ] && args=(--draft-depth "${c#mtp}" --no-adaptive)
             (cd "$ROOT" && env "${envs[@]}" timeout 30 "$bin" run -m "$ROOT/models/default.gguf" -p "$PROMPT" -n 256 --temp 0 \
                 --ignore-eos --device cuda -c 1024 "${args[@]}") >"$SCRATCH/$vi.$c.$r.txt" 2>"$SCRATCH/$vi.$c.$r.err"
-            grep -o 'gen [0-9]* tok [0-9.]* tok/s' "$SCRATCH/$vi.$c.$r.err" | tail -1 | awk '{print $4}' >"$SCRATCH/$vi.$c.$r.tps"
+            gen_tok_s "$SCRATCH/$vi.$c.$r.err" >"$SCRATCH/$vi.$c.$r.tps"
         done
         vi=$((vi + 1))
     done
@@ -41,7 +41,7 @@ for v in $VARIANTS; do
     printf '%-40s' "$v"
     same=yes
     for c in $CONFIGS; do
-        m=$(cat "$SCRATCH/$vi".$c.*.tps | sort -n | awk '{a[NR]=$1} END {print (NR ? a[int((NR + 1) / 2)] : "?")}')
+        m=$(median_of "$SCRATCH/$vi".$c.*.tps)
         printf ' %9s' "$m"
         for r in $(seq 1 "$REPS"); do cmp -s "$SCRATCH/0.ar.1.txt" "$SCRATCH/$vi.$c.$r.txt" || same=no; done
     done

@@ -22,3 +22,9 @@ variant_args() {
         case "${envs[$i]}" in BUILD=*) bin="${envs[$i]#BUILD=}/$3"; unset "envs[$i]" ;; esac
     done
 }
+
+# gen_tok_s FILE: the generation speed (tok/s) that mtplx run printed last in
+# FILE (its stderr); median_of FILE...: the median of the numbers in the
+# files, one a line ("?" when there are none).
+gen_tok_s() { grep -o 'gen [0-9]* tok [0-9.]* tok/s' "$1" | tail -1 | awk '{print $4}'; }
+median_of() { cat "$@" | sort -n | awk '{a[NR]=$1} END {print (NR ? a[int((NR + 1) / 2)] : "?")}'; }

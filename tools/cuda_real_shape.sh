@@ -68,7 +68,7 @@ if [ -n "$build_pid" ]; then
     wait "$build_pid"
     say "build: rc $? ($(grep -h 'build (MTPLX_CUDA=ON)' "$W/build-log/summary.txt" 2>/dev/null))"
 fi
-. tools/cuda_env.sh # the loader path to the build's C dependencies
+. tools/cuda_env.sh # the loader path to the build's C dependencies; gen_tok_s, median_of
 MTPLX="$BUILD/mtplx"
 HF="$W/train/default-hf"
 [ -x "$MTPLX" ] || { say "no $MTPLX"; exit 1; }
@@ -112,10 +112,10 @@ for t in $TYPES; do
         for r in 1 2 3; do
             timeout 60 "$MTPLX" run -m "$W/m-$t.gguf" -f "$W/prompt.txt" -n "$TOKENS" --temp 0 --ignore-eos \
                 --device "${DEVICE:-cuda}" "${args[@]}" >"$W/run-$t-$c-$r.txt" 2>"$W/run-$t-$c-$r.err"
-            grep -o 'gen [0-9]* tok [0-9.]* tok/s' "$W/run-$t-$c-$r.err" | awk '{print $4}' >"$W/run-$t-$c-$r.tps"
+            gen_tok_s "$W/run-$t-$c-$r.err" >"$W/run-$t-$c-$r.tps"
         done
         { echo "== mtplx run $t $c"; cat "$W/run-$t-$c-1.err"; } >>"$OUT/verify.log"
-        med=$(cat "$W"/run-"$t"-"$c"-*.tps | sort -n | awk '{a[NR]=$1} END {print (NR ? a[int((NR + 1) / 2)] : "?")}')
+        med=$(median_of "$W"/run-"$t"-"$c"-*.tps)
         runs+=("$(printf 'mtplx run %-5s %-8s %9s tok/s  ' "$t" "$c" "$med")$(grep -o 'mode [a-z]*\|mtp depth.*' "$W/run-$t-$c-1.err" | tr '\n' ' ' | cut -c1-200)")
     done
     cmp -s "$W/run-$t-ar-1.txt" "$W/run-$t-default-1.txt" || { runs+=("  $t: MTP text != AR text"); fails=$((fails + 1)); }

@@ -1287,11 +1287,9 @@ def main():
     log("golden.json written; export %.1fs; total so far %.1fs" % (time.time() - t, elapsed()))
 
     # ---- pack --------------------------------------------------------------------------------
-    if a.no_pack:
-        a.keep_unpacked = True
-    else:
+    if not a.no_pack:
         names, hsh = pack_parts(a, R, stage, hf)
-    if a.keep_unpacked:
+    if a.keep_unpacked or a.no_pack:
         shutil.copytree(hf, os.path.join(a.out, "default-hf"), dirs_exist_ok=True)
         shutil.copy(os.path.join(stage, "golden.json"), os.path.join(a.out, "golden.json"))
     shutil.rmtree(stage, ignore_errors=True)

@@ -695,26 +695,20 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         tot += s_sum[w] * f[w];
     }
     float *op = out + ((size_t)t * n_head + h) * hd;
-    if (ns == 1) {
-        float inv = 1.f / tot;
-        for (int j = threadIdx.x; j < hd; j += blockDim.x) {
-            float v = 0.f;
-#pragma unroll
-            for (int w = 0; w < ATT_WARPS; w++) v += s_acc[w][j] * f[w];
-            op[j] = v * inv;
-        }
-        return;
-    }
-    /* this run's partial: max, sum, output relative to the max */
+    /* ns == 1: the output; else this run's partial (max, sum, output
+     * relative to the max) at mine */
     size_t stride = (size_t)hd + 2;
-    float *part = sa.part + ((size_t)t * n_head + h) * (size_t)sa.splits * stride;
-    float *mine = part + (size_t)sp * stride;
+    float *part = ns == 1 ? nullptr : sa.part + ((size_t)t * n_head + h) * (size_t)sa.splits * stride;
+    float *mine = ns == 1 ? nullptr : part + (size_t)sp * stride;
+    float inv = 1.f / tot;
     for (int j = threadIdx.x; j < hd; j += blockDim.x) {
         float v = 0.f;
 #pragma unroll
         for (int w = 0; w < ATT_WARPS; w++) v += s_acc[w][j] * f[w];
-        mine[2 + j] = v;
+        if (ns == 1) op[j] = v * inv;
+        else mine[2 + j] = v;
     }
+    if (ns == 1) return;
     if (threadIdx.x == 0) mine[0] = M, mine[1] = tot;
     __threadfence();
     __syncthreads();
@@ -729,7 +723,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     float T = 0.f;
     for (int i = 0; i < ns; i++)
         T += __ldcg(part + (size_t)i * stride + 1) * expf(__ldcg(part + (size_t)i * stride) - Mx);
-    float inv = 1.f / T;
+    inv = 1.f / T;
     for (int j = threadIdx.x; j < hd; j += blockDim.x) {
         float v = 0.f;
         for (int i = 0; i < ns; i++)
