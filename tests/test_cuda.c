@@ -1114,31 +1114,43 @@ static void test_attention_case(int kv_type, int64_t n_tok, int nh, int nkv, int
                fl ? " flash (MTPLX_CUDA_FLASH)" : "", e);
     }
     mtplx_cuda_set_paths(gpu, saved);
-    if (n_tok <= 16 && saved.attn_split) {
-        /* a step's attention splits a token's positions over blocks from 65
-         * on (kernels.cu, attn_kernel): without the split too; and each row
-         * alone (a decode step) == its row of the n-row step (verify), bit
-         * for bit, which greedy MTP == AR needs */
-        mtplx_cuda_paths p = saved;
-        p.attn_split = false;
-        mtplx_cuda_set_paths(gpu, p);
-        gpu->attention(gpu, qd, n_tok, nh, nkv, hd, kd, vd, kv_type, pos0, scale, od);
-        mtplx_cuda_set_paths(gpu, saved);
-        float *o1 = from_dev(od, (size_t)(n_tok * nh * hd));
-        double e = rel_err(o1, ref, n_tok * nh * hd, 1e-3);
-        report(e <= 1e-5, "attention %s n_tok=%-3lld heads=%d/%d hd=%-3d pos0=%-4lld unsplit (MTPLX_CUDA_ATTN_SPLIT=0)  %.2e (tol 1e-5)",
-               kv_type == MTPLX_TYPE_F32 ? "F32" : "F16", (long long)n_tok, nh, nkv, hd, (long long)pos0, e);
-        bool same = true;
-        for (int64_t t = 0; t < n_tok; t++) {
-            size_t at = (size_t)(t * nh * hd);
-            gpu->attention(gpu, qd + at, 1, nh, nkv, hd, kd, vd, kv_type, pos0 + t, scale, od);
-            free(o1);
-            o1 = from_dev(od, (size_t)(nh * hd));
-            same &= memcmp(o1, o + at, (size_t)(nh * hd) * sizeof(float)) == 0;
+    if (n_tok <= 16 && saved.attn_split && saved.attn_group) {
+        /* A step's attention (n_tok <= 16): by default a block per KV head
+         * (attn_group_kernel) with a token's positions split over blocks from
+         * 65 on; also unsplit (MTPLX_CUDA_ATTN_SPLIT=0) and a block per query
+         * head (attn_kernel, MTPLX_CUDA_ATTN_GROUP=0), each against the CPU.
+         * And each row alone (a decode step) == its row of the n-row step
+         * (verify), bit for bit, which greedy MTP == AR needs. */
+        static const struct { bool split, group; const char *name; } vs[] = {
+            {true, true, "split over positions, a block per KV head (default)"},
+            {false, true, "unsplit (MTPLX_CUDA_ATTN_SPLIT=0)"},
+            {true, false, "a block per query head (MTPLX_CUDA_ATTN_GROUP=0)"},
+            {false, false, "a block per query head, unsplit"},
+        };
+        const char *kvn = kv_type == MTPLX_TYPE_F32 ? "F32" : "F16";
+        for (size_t vi = 0; vi < sizeof vs / sizeof vs[0]; vi++) {
+            mtplx_cuda_paths p = saved;
+            p.attn_split = vs[vi].split, p.attn_group = vs[vi].group;
+            mtplx_cuda_set_paths(gpu, p);
+            gpu->attention(gpu, qd, n_tok, nh, nkv, hd, kd, vd, kv_type, pos0, scale, od);
+            float *os = from_dev(od, (size_t)(n_tok * nh * hd)), *o1 = NULL;
+            double e = rel_err(os, ref, n_tok * nh * hd, 1e-3);
+            if (vi > 0)
+                report(e <= 1e-5, "attention %s n_tok=%-3lld heads=%d/%d hd=%-3d pos0=%-4lld %s  %.2e (tol 1e-5)",
+                       kvn, (long long)n_tok, nh, nkv, hd, (long long)pos0, vs[vi].name, e);
+            bool same = true;
+            for (int64_t t = 0; t < n_tok; t++) {
+                size_t at = (size_t)(t * nh * hd);
+                gpu->attention(gpu, qd + at, 1, nh, nkv, hd, kd, vd, kv_type, pos0 + t, scale, od);
+                free(o1);
+                o1 = from_dev(od, (size_t)(nh * hd));
+                same &= memcmp(o1, os + at, (size_t)(nh * hd) * sizeof(float)) == 0;
+            }
+            report(same, "attention %s n_tok=%-3lld heads=%d/%d hd=%-3d pos0=%-4lld %s: every row alone == its row of the step, bit for bit",
+                   kvn, (long long)n_tok, nh, nkv, hd, (long long)pos0, vs[vi].name);
+            free(os), free(o1);
         }
-        report(same, "attention %s n_tok=%-3lld heads=%d/%d hd=%-3d pos0=%-4lld every row alone == its row of the step, bit for bit",
-               kv_type == MTPLX_TYPE_F32 ? "F32" : "F16", (long long)n_tok, nh, nkv, hd, (long long)pos0);
-        free(o1);
+        mtplx_cuda_set_paths(gpu, saved);
     }
     gpu->buf_free(gpu, kd), gpu->buf_free(gpu, vd), gpu->buf_free(gpu, kind), gpu->buf_free(gpu, vind);
     gpu->buf_free(gpu, qd), gpu->buf_free(gpu, od);
@@ -1164,6 +1176,12 @@ static void test_attention(void) {
     test_attention_case(MTPLX_TYPE_F32, 16, 16, 8, 128, 999);
     test_attention_case(MTPLX_TYPE_F16, 2, 40, 8, 128, 5000);
     test_attention_case(MTPLX_TYPE_F16, 5, 2, 1, 256, 3000); /* the most splits (32) */
+    /* a block per KV head: 64 queries of a KV head (4 chunks of 16), runs of
+     * several tiles; F32 head_dim 256 (32-position tiles); head_dim 36 (not
+     * a multiple of 8: attn_kernel instead) */
+    test_attention_case(MTPLX_TYPE_F16, 16, 32, 8, 128, 3000);
+    test_attention_case(MTPLX_TYPE_F32, 7, 8, 2, 256, 1100);
+    test_attention_case(MTPLX_TYPE_F16, 3, 6, 3, 36, 130);
 }
 
 /* The device dequantisers, run on the host, against the CPU reference:
@@ -1313,8 +1331,9 @@ int main(void) {
         return 1;
     }
     /* MTPLX_CUDA_TEST_OPS_ONLY=1: the op checks only (for compute-sanitizer);
-     * =prefill: a few small cases of the prefill kernels only (for its
-     * racecheck, which is slow: they share tiles through shared memory) */
+     * =prefill: a few small cases of the prefill kernels and the step
+     * attention only (for its racecheck, which is slow: they share tiles
+     * through shared memory) */
     const char *only = getenv("MTPLX_CUDA_TEST_OPS_ONLY");
     if (only && strcmp(only, "prefill") == 0) {
         test_matmul_case(MTPLX_TYPE_BF16, 70, 200, 40, true);
@@ -1323,6 +1342,9 @@ int main(void) {
         test_matmul_case(MTPLX_TYPE_Q4_K, 37, 512, 3, false); /* the GEMVs' reductions */
         test_attention_case(MTPLX_TYPE_F16, 40, 2, 1, 64, 10);
         test_attention_case(MTPLX_TYPE_F32, 20, 2, 2, 256, 3);
+        /* the step attention's staged tiles (attn_group_kernel) */
+        test_attention_case(MTPLX_TYPE_F16, 4, 8, 2, 128, 300);
+        test_attention_case(MTPLX_TYPE_F32, 3, 6, 3, 40, 70);
         if (gpu->sample_rows) { /* the sampler's shared-memory sorts */
             mtplx_sampler_params sp = mtplx_sampler_default_params();
             test_sample_case(&sp, 8192, 1);

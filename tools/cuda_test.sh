@@ -194,8 +194,8 @@ sanitized() {
 }
 if [ -n "$SAN" ] && [ $HAVE_GPU = 1 ] && [ -z "${MTPLX_CUDA_TEST_NO_MEMCHECK:-}" ]; then
     sanitized "test_cuda ops under memcheck" memcheck 1 'ERROR SUMMARY' 'ERROR SUMMARY'
-    # shared-memory races in the prefill kernels (tensor-core GEMM, flash attention)
-    # and the sampler (sample.cu)
+    # shared-memory races in the prefill kernels (tensor-core GEMM, flash attention),
+    # the step attention's tiles (attn_group_kernel) and the sampler (sample.cu)
     sanitized "prefill kernels under racecheck" racecheck prefill 'RACECHECK SUMMARY\|ERROR SUMMARY' \
         'RACECHECK SUMMARY\|ERROR SUMMARY\|FAIL'
 else
@@ -256,14 +256,18 @@ if [ $HAVE_GPU = 1 ]; then
     done
     run_one ar_plainprefill cuda MTPLX_CUDA_TC=0 MTPLX_CUDA_FLASH=0 -- --no-mtp || { ok=0; bad="$bad ar_plainprefill"; }
     # a long generation (900 tokens): the step's attention splits each
-    # token's positions over up to 16 blocks from position 65 on
+    # token's positions over up to 32 blocks from position 65 on; and it
+    # unsplit, and with a block per query head (attn_kernel)
     run_one long_ar cuda -- --no-mtp -n 900 || { ok=0; bad="$bad long_ar"; }
     run_one long_mtp3 cuda -- --draft-depth 3 --no-adaptive -n 900 || { ok=0; bad="$bad long_mtp3"; }
     run_one long_ar_unsplit cuda MTPLX_CUDA_ATTN_SPLIT=0 -- --no-mtp -n 900 || { ok=0; bad="$bad long_ar_unsplit"; }
+    run_one long_ar_perhead cuda MTPLX_CUDA_ATTN_GROUP=0 -- --no-mtp -n 900 || { ok=0; bad="$bad long_ar_perhead"; }
+    run_one long_mtp3_perhead cuda MTPLX_CUDA_ATTN_GROUP=0 -- --draft-depth 3 --no-adaptive -n 900 ||
+        { ok=0; bad="$bad long_mtp3_perhead"; }
     run_one cpu_ar cpu -- --no-mtp || { ok=0; bad="$bad cpu_ar"; }
     run_one cpu_mtp3 cpu -- --draft-depth 3 --no-adaptive || { ok=0; bad="$bad cpu_mtp3"; }
     if [ $ok = 1 ]; then
-        result "mtplx run --device cuda (20 runs)" ok "$(($(date +%s) - T0)) s"
+        result "mtplx run --device cuda (22 runs)" ok "$(($(date +%s) - T0)) s"
         diff_list=""
         for n in ar_g0 mtp1_g1 mtp2_g1 mtp3_g1 mtp1_g0 mtp2_g0 mtp3_g0 mtp3_hostpick mtp3_trig0; do
             cmp -s "$SCRATCH/run_ar_g1.txt" "$SCRATCH/run_$n.txt" || diff_list="$diff_list $n"
@@ -278,6 +282,11 @@ if [ $HAVE_GPU = 1 ]; then
             result "run: 900 tokens, GPU MTP 3 == AR" ok "$(wc -c <"$SCRATCH/run_long_ar.txt") bytes; AR $(tps long_ar) tok/s (attention unsplit: $(tps long_ar_unsplit)), MTP 3 $(tps long_mtp3) tok/s"
         else
             result "run: 900 tokens, GPU MTP 3 == AR" FAIL "the texts differ"
+        fi
+        if cmp -s "$SCRATCH/run_long_ar_perhead.txt" "$SCRATCH/run_long_mtp3_perhead.txt"; then
+            result "run: 900 tokens, MTP 3 == AR, MTPLX_CUDA_ATTN_GROUP=0" ok "AR $(tps long_ar_perhead) tok/s, MTP 3 $(tps long_mtp3_perhead) tok/s (a block per query head)"
+        else
+            result "run: 900 tokens, MTP 3 == AR, MTPLX_CUDA_ATTN_GROUP=0" FAIL "the texts differ"
         fi
         if cmp -s "$SCRATCH/run_long_ar.txt" "$SCRATCH/run_long_ar_unsplit.txt"; then
             result "run: 900 tokens, attention split == unsplit" ok "greedy AR text identical with MTPLX_CUDA_ATTN_SPLIT=0"

@@ -591,7 +591,7 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
     else
         CK(mtplx_cuda_attention(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type,
                                 pos0, scale, out, dyn, pdl_next(c),
-                                c->paths.attn_split ? &c->attn : NULL),
+                                c->paths.attn_split ? &c->attn : NULL, c->paths.attn_group),
            "attention");
     launched(c);
 }
@@ -834,6 +834,7 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .pdl = true,
                           .tile = !env_is_0("MTPLX_CUDA_TILE"),
                           .attn_split = !env_is_0("MTPLX_CUDA_ATTN_SPLIT"),
+                          .attn_group = !env_is_0("MTPLX_CUDA_ATTN_GROUP"),
                           .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};
     if (tc && strcmp(tc, "0") == 0) p.tc = false;
     if (sk && strcmp(sk, "0") == 0) p.tc_split = false;
@@ -1014,9 +1015,12 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&c->split.n_sm, cudaDevAttrMultiProcessorCount, device);
     c->split.bytes = TC_SPLIT_BYTES;
-    /* the attention's split: about two blocks a SM; MTPLX_CUDA_ATTN_CHUNK
+    /* the attention's split: about two blocks a SM (partials for up to 8
+     * a SM: a KV head's blocks serve 4-8 query heads); MTPLX_CUDA_ATTN_CHUNK
      * (>= 32, default 64) is the fewest positions a split takes */
-    c->attn.slots = 2 * c->split.n_sm;
+    c->attn.n_sm = c->split.n_sm;
+    c->attn.slots = 8 * c->split.n_sm;
+    if (e == cudaSuccess) e = mtplx_cuda_attention_init();
     const char *ach = getenv("MTPLX_CUDA_ATTN_CHUNK");
     c->attn.chunk = ach && atoi(ach) >= 32 ? atoi(ach) : 64;
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->attn.part, mtplx_cuda_attn_part_bytes(c->attn.slots));

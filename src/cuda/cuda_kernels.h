@@ -245,17 +245,18 @@ cudaError_t mtplx_cuda_add(cudaStream_t s, float *y, const float *x, int64_t n);
 cudaError_t mtplx_cuda_store_rows(cudaStream_t s, int kv_type, const float *src, void *kv,
                                   int64_t row0, int64_t n, int64_t d, const mtplx_cuda_step *dyn);
 /* The scratch of the attention's split over positions (kernels.cu,
- * attn_kernel), one a backend: part holds MTPLX_CUDA_STEP_ROWS x slots
- * partials of 2 + 256 floats, cnt MTPLX_CUDA_STEP_ROWS x
- * MTPLX_CUDA_ATTN_MAX_HEADS counters, zeroed once. slots (about two blocks
- * a SM) / n_head is a token's most splits (at most
- * MTPLX_CUDA_ATTN_MAX_SPLIT); a split takes at least chunk positions. */
+ * attn_kernel and attn_group_kernel), one a backend: part holds
+ * MTPLX_CUDA_STEP_ROWS x slots partials of 2 + 256 floats, cnt
+ * MTPLX_CUDA_STEP_ROWS x MTPLX_CUDA_ATTN_MAX_HEADS counters, zeroed once. A
+ * token's most splits: about two blocks a SM (n_sm) over the launch's
+ * blocks a split, at most slots / n_head and MTPLX_CUDA_ATTN_MAX_SPLIT; a
+ * split takes at least chunk positions. */
 #define MTPLX_CUDA_ATTN_MAX_SPLIT 32
 #define MTPLX_CUDA_ATTN_MAX_HEADS 1024
 typedef struct {
     float *part;
     int *cnt;
-    int slots, chunk;
+    int slots, chunk, n_sm;
 } mtplx_cuda_attn_scratch;
 size_t mtplx_cuda_attn_part_bytes(int slots);
 /* what attn_kernel is given: the scratch, this launch's splits */
@@ -266,12 +267,22 @@ typedef struct {
 } mtplx_cuda_attn_split;
 
 /* Causal GQA attention, kernels.h's mtplx_attention contract; head_dim <= 256.
- * scr NULL (or n_tok > MTPLX_CUDA_STEP_ROWS): one block a token and head. */
+ * scr NULL (or n_tok > MTPLX_CUDA_STEP_ROWS): no split over positions.
+ * group: a block per KV head serves all its query heads and the step's
+ * tokens (attn_group_kernel), where mtplx_cuda_attention_group_ok; else a
+ * block per token and query head (attn_kernel). Either way a token's row
+ * does not depend on the other rows of the step, bit for bit. */
 cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, int n_head,
                                  int n_head_kv, int head_dim, const void *k, const void *v,
                                  int kv_type, int64_t pos0, float scale, float *out,
                                  const mtplx_cuda_step *dyn, bool pdl,
-                                 const mtplx_cuda_attn_scratch *scr);
+                                 const mtplx_cuda_attn_scratch *scr, bool group);
+/* Whether attn_group_kernel takes this head_dim, KV type and K/V buffers
+ * (head_dim a multiple of 8 for F16, 4 for F32; 16-byte aligned). */
+bool mtplx_cuda_attention_group_ok(int head_dim, int kv_type, const void *k, const void *v);
+/* Once per device, before the first attention: lets attn_group_kernel
+ * take more than 48 KB of shared memory. */
+cudaError_t mtplx_cuda_attention_init(void);
 
 /* The same attention tiled for many query tokens (prefill): 16 queries of a
  * head per block share each K/V tile in shared memory. f32 math as the one

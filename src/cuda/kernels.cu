@@ -36,6 +36,7 @@ extern "C" {
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <limits.h>
 #include <math.h>
 #include <mma.h>
 #include <string.h>
@@ -733,6 +734,253 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     if (threadIdx.x == 0) *cnt = 0; /* for the next launch */
 }
 
+/* ---- step attention by KV head (attn_group_kernel) ----
+ * attn_kernel's block per (token, query head) reads that token's K/V rows
+ * for itself: a verify step of n tokens, with g query heads to a KV head,
+ * reads each row n g times, and each warp waits on one position's loads at
+ * a time. Here block (KV head, run sp, chunk of GA_RC queries) serves every
+ * query of the step (a token and a head of the group: a "qv") that has a
+ * run sp. It stages the union of their runs through shared memory in tiles
+ * of T positions (cp.async, two stages), and per tile:
+ *   scores: lane = position, GA_QB qvs at a time, each a sequential dot
+ *     product over head_dim, times scale;
+ *   factors: per qv, over its run's positions in the tile, the running max
+ *     M (a warp's prefix max, carried from tile to tile) and
+ *     c = exp(M_prev - M), w = exp(s - M);
+ *   P.V: a warp per qv and 64 dims, position by position in order:
+ *     sum = sum c + w, acc = acc c + w v.
+ * So a qv's numbers are the sequential online softmax over its run, the
+ * same bits whatever the tile edges, the other qvs or their number: a
+ * token's output in a decode step equals its row of a verify step. Runs
+ * and their merge are attn_kernel's (attn_splits; a counter per token and
+ * head, the last block merges in order). Needs head_dim a multiple of a
+ * 16-byte chunk's elements and 16-byte aligned K and V (ga_ok). */
+constexpr int GA_WARPS = 8, GA_RC = 16, GA_QB = 4, GA_SLICES = 4 /* of 64 dims */;
+constexpr int GA_MI = GA_RC * GA_SLICES / GA_WARPS; /* the most P.V items a warp holds */
+
+/* positions a tile: 64, or 32 where a row is over 256 bytes */
+__host__ __device__ __forceinline__ int ga_tile(int hd, bool f16) {
+    return hd * (f16 ? 2 : 4) <= 256 ? 64 : 32;
+}
+/* 16-byte chunks between staged rows: odd, so that 8 lanes reading chunk c
+ * of 8 rows hit 8 different bank groups */
+__host__ __device__ __forceinline__ int ga_row_chunks(int hd, bool f16) { return (hd / (f16 ? 8 : 4)) | 1; }
+size_t ga_smem_bytes(int hd, bool f16) {
+    size_t T = (size_t)ga_tile(hd, f16), rs = (size_t)ga_row_chunks(hd, f16);
+    return 2 * 2 * T * rs * 16 + (size_t)GA_RC * hd * 4 + 2 * (size_t)GA_RC * T * 4;
+}
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+template <bool F16> __device__ __forceinline__ void ga_unpack(uint4 u, float *f) {
+    if (F16) {
+        const __half2 *h = (const __half2 *)&u;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            float2 t = __half22float2(h[k]);
+            f[2 * k] = t.x, f[2 * k + 1] = t.y;
+        }
+    } else {
+        f[0] = __uint_as_float(u.x), f[1] = __uint_as_float(u.y);
+        f[2] = __uint_as_float(u.z), f[3] = __uint_as_float(u.w);
+    }
+}
+
+/* elements d, d + 1 of a staged V row */
+template <bool F16> __device__ __forceinline__ float2 ga_v2(const uint4 *row, int d) {
+    if (F16) return __half22float2(((const __half2 *)row)[d >> 1]);
+    return ((const float2 *)row)[d >> 1];
+}
+
+template <bool F16>
+__global__ void __launch_bounds__(GA_WARPS * 32)
+    attn_group_kernel(const float *__restrict__ q, int n_tok, int n_head, int n_head_kv, int hd,
+                      const void *__restrict__ K, const void *__restrict__ V, int64_t pos0,
+                      float scale, float *__restrict__ out,
+                      const mtplx_cuda_step *__restrict__ dyn, mtplx_cuda_attn_split sa) {
+    constexpr int EPC = F16 ? 8 : 4, ES = F16 ? 2 : 4; /* elements a chunk; bytes one */
+    extern __shared__ uint4 ga_sm[];
+    __shared__ int s_lo[GA_RC], s_hi[GA_RC], s_ns[GA_RC], s_u0, s_u1;
+    __shared__ float s_m[GA_RC];
+    __shared__ bool s_last[GA_RC];
+    pdl_trigger(), pdl_wait(); /* (launch_k) */
+    pos0 += dyn_pos(dyn);
+    const int g = blockIdx.x, sp = blockIdx.y, grp = n_head / n_head_kv;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int i0 = blockIdx.z * GA_RC, nq = min(GA_RC, n_tok * grp - i0);
+    const int cpc = hd / EPC, rs = ga_row_chunks(hd, F16), T = ga_tile(hd, F16);
+    const int slices = (hd + 63) >> 6;
+    float *qs = (float *)(ga_sm + 4 * T * rs);    /* [GA_RC][hd] */
+    float *cf = qs + GA_RC * hd, *wf = cf + GA_RC * T; /* [GA_RC][T]: c; score, then w */
+
+    /* each qv's run [lo, hi) of this split (empty past its ns), their union */
+    if (threadIdx.x == 0) s_u0 = INT_MAX, s_u1 = 0;
+    __syncthreads();
+    if (threadIdx.x < nq) {
+        int i = threadIdx.x, t = (i0 + i) / grp;
+        int64_t n_kv = pos0 + t + 1;
+        int ns = attn_splits(n_kv, sa), lo = 0, hi = 0;
+        if (sp < ns) {
+            int64_t len = (n_kv + ns - 1) / ns;
+            lo = (int)(sp * len), hi = (int)min(n_kv, (int64_t)(sp + 1) * len);
+            atomicMin(&s_u0, lo), atomicMax(&s_u1, hi);
+        }
+        s_lo[i] = lo, s_hi[i] = hi, s_ns[i] = ns, s_m[i] = -INFINITY, s_last[i] = false;
+    }
+    __syncthreads();
+    const int u0 = s_u0, u1 = s_u1;
+    if (u1 <= u0) return;
+
+    const size_t prow = (size_t)n_head_kv * hd * ES; /* bytes from one position to the next */
+    const char *kb = (const char *)K + (size_t)g * hd * ES, *vb = (const char *)V + (size_t)g * hd * ES;
+    auto issue = [&](int p0, int st) {
+        int rows = min(T, u1 - p0);
+        uint4 *ks = ga_sm + (size_t)(2 * st) * T * rs, *vs = ks + T * rs;
+        for (int idx = threadIdx.x; idx < rows * cpc; idx += GA_WARPS * 32) {
+            int r = idx / cpc, c = idx - r * cpc;
+            size_t at = (size_t)(p0 + r) * prow + (size_t)c * 16;
+            cp_async16(ks + r * rs + c, kb + at);
+            cp_async16(vs + r * rs + c, vb + at);
+        }
+        cp_async_commit();
+    };
+    issue(u0, 0);
+    for (int idx = threadIdx.x; idx < nq * hd; idx += GA_WARPS * 32) {
+        int i = idx / hd, j = idx - i * hd, qv = i0 + i;
+        int t = qv / grp, h = g * grp + qv % grp;
+        qs[idx] = __ldcg(q + ((size_t)t * n_head + h) * hd + j);
+    }
+
+    float acc[GA_MI][2], sum[GA_MI];
+#pragma unroll
+    for (int m = 0; m < GA_MI; m++) acc[m][0] = acc[m][1] = sum[m] = 0.f;
+    const int ntiles = (u1 - u0 + T - 1) / T, pgs = T / 32, nqb = (nq + GA_QB - 1) / GA_QB;
+    for (int k = 0; k < ntiles; k++) {
+        const int p0 = u0 + k * T, rows = min(T, u1 - p0);
+        if (k + 1 < ntiles) {
+            issue(p0 + T, (k + 1) & 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads(); /* tile k staged (and qs, the first time) */
+        const uint4 *ks = ga_sm + (size_t)(2 * (k & 1)) * T * rs, *vs = ks + T * rs;
+
+        for (int it = warp; it < nqb * pgs; it += GA_WARPS) {
+            int qb = it / pgs, r = (it - qb * pgs) * 32 + lane;
+            if (r >= rows) continue;
+            float d[GA_QB];
+#pragma unroll
+            for (int j = 0; j < GA_QB; j++) d[j] = 0.f;
+            const uint4 *kr = ks + r * rs;
+            for (int c = 0; c < cpc; c++) {
+                float kf[EPC];
+                ga_unpack<F16>(kr[c], kf);
+#pragma unroll
+                for (int j = 0; j < GA_QB; j++) {
+                    int i = qb * GA_QB + j;
+                    if (i < nq) {
+                        const float *qq = qs + i * hd + c * EPC;
+#pragma unroll
+                        for (int e = 0; e < EPC; e++) d[j] = fmaf(qq[e], kf[e], d[j]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < GA_QB; j++)
+                if (qb * GA_QB + j < nq) wf[(qb * GA_QB + j) * T + r] = d[j] * scale;
+        }
+        __syncthreads();
+
+        for (int i = warp; i < nq; i += GA_WARPS) {
+            int a = max(s_lo[i], p0) - p0, b = min(s_hi[i], p0 + rows) - p0;
+            float carry = s_m[i];
+            for (int r0 = a; r0 < b; r0 += 32) {
+                int r = r0 + lane;
+                bool ok = r < b;
+                float s = ok ? wf[i * T + r] : -INFINITY, x = s;
+#pragma unroll
+                for (int o = 1; o < 32; o <<= 1) {
+                    float y = __shfl_up_sync(0xFFFFFFFFu, x, o);
+                    if (lane >= o) x = fmaxf(x, y);
+                }
+                float M = fmaxf(carry, x), Mp = __shfl_up_sync(0xFFFFFFFFu, M, 1);
+                if (lane == 0) Mp = carry;
+                if (ok) cf[i * T + r] = expf(Mp - M), wf[i * T + r] = expf(s - M);
+                carry = __shfl_sync(0xFFFFFFFFu, M, 31);
+            }
+            if (lane == 0) s_m[i] = carry;
+        }
+        __syncthreads();
+
+#pragma unroll
+        for (int m = 0; m < GA_MI; m++) {
+            int it = warp + GA_WARPS * m, i = it / slices, d0 = (it - i * slices) * 64 + 2 * lane;
+            if (i >= nq) continue;
+            int a = max(s_lo[i], p0) - p0, b = min(s_hi[i], p0 + rows) - p0;
+            for (int r = a; r < b; r++) {
+                float c = cf[i * T + r], w = wf[i * T + r];
+                sum[m] = fmaf(sum[m], c, w);
+                float2 v = d0 < hd ? ga_v2<F16>(vs + r * rs, d0) : make_float2(0.f, 0.f);
+                acc[m][0] = fmaf(acc[m][0], c, w * v.x);
+                acc[m][1] = fmaf(acc[m][1], c, w * v.y);
+            }
+        }
+        __syncthreads(); /* the stage is free for tile k + 2 */
+    }
+
+    /* a qv whose run is its whole context writes its output; else the run's
+     * partial (max, sum, output relative to the max) at its split's slot */
+    const size_t stride = (size_t)hd + 2;
+#pragma unroll
+    for (int m = 0; m < GA_MI; m++) {
+        int it = warp + GA_WARPS * m, i = it / slices, sl = it - i * slices, d0 = sl * 64 + 2 * lane;
+        if (i >= nq || s_lo[i] >= s_hi[i]) continue;
+        int qv = i0 + i, t = qv / grp, h = g * grp + qv % grp;
+        if (s_ns[i] == 1) {
+            float inv = 1.f / sum[m], *op = out + ((size_t)t * n_head + h) * hd;
+            if (d0 < hd) op[d0] = acc[m][0] * inv, op[d0 + 1] = acc[m][1] * inv;
+        } else {
+            float *mine = sa.part + ((size_t)(t * n_head + h) * sa.splits + sp) * stride;
+            if (d0 < hd) mine[2 + d0] = acc[m][0], mine[3 + d0] = acc[m][1];
+            if (sl == 0 && lane == 0) mine[0] = s_m[i], mine[1] = sum[m];
+        }
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x < nq && s_ns[threadIdx.x] > 1 && s_lo[threadIdx.x] < s_hi[threadIdx.x]) {
+        int i = threadIdx.x, qv = i0 + i, t = qv / grp, h = g * grp + qv % grp;
+        s_last[i] = atomicAdd(sa.cnt + t * n_head + h, 1) == s_ns[i] - 1;
+    }
+    __syncthreads();
+    __threadfence();
+    /* the last block of a qv merges its runs in order, through L2 */
+    for (int i = warp; i < nq; i += GA_WARPS) {
+        if (!s_last[i]) continue;
+        int qv = i0 + i, t = qv / grp, h = g * grp + qv % grp, ns = s_ns[i];
+        const float *part = sa.part + (size_t)(t * n_head + h) * sa.splits * stride;
+        float Mx = -INFINITY, tot = 0.f;
+        for (int s = 0; s < ns; s++) Mx = fmaxf(Mx, __ldcg(part + (size_t)s * stride));
+        for (int s = 0; s < ns; s++)
+            tot += __ldcg(part + (size_t)s * stride + 1) * expf(__ldcg(part + (size_t)s * stride) - Mx);
+        float inv = 1.f / tot, *op = out + ((size_t)t * n_head + h) * hd;
+        for (int j = lane; j < hd; j += 32) {
+            float v = 0.f;
+            for (int s = 0; s < ns; s++)
+                v += __ldcg(part + (size_t)s * stride + 2 + j) * expf(__ldcg(part + (size_t)s * stride) - Mx);
+            op[j] = v * inv;
+        }
+        if (lane == 0) sa.cnt[t * n_head + h] = 0; /* for the next launch */
+    }
+}
+
 /* ---- flash-style attention for prefill (n_tok > MTPLX_CUDA_STEP_ROWS) ----
  * attn_kernel reads the whole causal prefix once per (token, head): fine for
  * a step of a few rows, n_tok times the K/V traffic for a prefill. Here a
@@ -1110,19 +1358,50 @@ size_t mtplx_cuda_attn_part_bytes(int slots) {
     return (size_t)MTPLX_CUDA_STEP_ROWS * (size_t)slots * (2 + 32 * ATT_MAXE) * sizeof(float);
 }
 
+bool mtplx_cuda_attention_group_ok(int head_dim, int kv_type, const void *k, const void *v) {
+    if (kv_type != MTPLX_TYPE_F16 && kv_type != MTPLX_TYPE_F32) return false;
+    int epc = kv_type == MTPLX_TYPE_F16 ? 8 : 4;
+    return head_dim % epc == 0 && head_dim <= 32 * ATT_MAXE &&
+           (((uintptr_t)k | (uintptr_t)v) & 15) == 0;
+}
+
+cudaError_t mtplx_cuda_attention_init(void) {
+    /* the most shared memory attn_group_kernel takes (F32, head_dim 256) */
+    int most = (int)ga_smem_bytes(32 * ATT_MAXE, false);
+    cudaError_t e = cudaFuncSetAttribute(attn_group_kernel<false>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(attn_group_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 most);
+    return e;
+}
+
 cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, int n_head,
                                  int n_head_kv, int head_dim, const void *k, const void *v,
                                  int kv_type, int64_t pos0, float scale, float *out,
                                  const mtplx_cuda_step *dyn, bool pdl,
-                                 const mtplx_cuda_attn_scratch *scr) {
+                                 const mtplx_cuda_attn_scratch *scr, bool group) {
     if (head_dim > 32 * ATT_MAXE || n_head % n_head_kv != 0) return cudaErrorInvalidValue;
-    /* splits: enough blocks for about two a SM at long contexts, fixed by
-     * the model's head count (never by n_tok: see attn_kernel) */
+    if (n_tok <= 0) return cudaSuccess;
+    group = group && n_tok <= MTPLX_CUDA_STEP_ROWS &&
+            mtplx_cuda_attention_group_ok(head_dim, kv_type, k, v);
+    /* splits: about two blocks a SM at long contexts (the blocks are per
+     * KV head with group, per query head without), fixed by the model's
+     * head counts (never by n_tok: see attn_kernel) and the scratch */
     mtplx_cuda_attn_split sa = {NULL, NULL, 1, 1 << 30};
-    int most = scr && scr->part ? scr->slots / n_head : 1;
+    int most = scr && scr->part ? 2 * scr->n_sm / (group ? n_head_kv : n_head) : 1;
+    if (scr && most > scr->slots / n_head) most = scr->slots / n_head;
     if (most >= 2 && n_tok <= MTPLX_CUDA_STEP_ROWS && n_head <= MTPLX_CUDA_ATTN_MAX_HEADS) {
         sa.splits = most > MTPLX_CUDA_ATTN_MAX_SPLIT ? MTPLX_CUDA_ATTN_MAX_SPLIT : most;
         sa.part = scr->part, sa.cnt = scr->cnt, sa.chunk = scr->chunk;
+    }
+    if (group) {
+        bool f16 = kv_type == MTPLX_TYPE_F16;
+        int64_t chunks = (n_tok * (n_head / n_head_kv) + GA_RC - 1) / GA_RC;
+        dim3 grid((unsigned)n_head_kv, (unsigned)sa.splits, (unsigned)chunks);
+        return launch_k(pdl, f16 ? attn_group_kernel<true> : attn_group_kernel<false>, grid,
+                        dim3(GA_WARPS * 32), ga_smem_bytes(head_dim, f16), s, q, (int)n_tok,
+                        n_head, n_head_kv, head_dim, k, v, pos0, scale, out, dyn, sa);
     }
     dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)sa.splits);
     return launch_k(pdl, kv_type == MTPLX_TYPE_F16 ? attn_kernel<true> : attn_kernel<false>, grid,
