@@ -1023,6 +1023,8 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     if (e == cudaSuccess) e = mtplx_cuda_attention_init();
     const char *ach = getenv("MTPLX_CUDA_ATTN_CHUNK");
     c->attn.chunk = ach && atoi(ach) >= 32 ? atoi(ach) : 64;
+    const char *at = getenv("MTPLX_CUDA_ATTN_TILE"); /* (measurements) */
+    c->attn.tile = at ? atoi(at) : 0;
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->attn.part, mtplx_cuda_attn_part_bytes(c->attn.slots));
     if (e == cudaSuccess) {
         size_t cb = (size_t)MTPLX_CUDA_STEP_ROWS * MTPLX_CUDA_ATTN_MAX_HEADS * sizeof(int);

@@ -257,13 +257,15 @@ typedef struct {
     float *part;
     int *cnt;
     int slots, chunk, n_sm;
+    int tile; /* attn_group_kernel's positions a tile: 16, 32, 64 or 0 (its choice) */
 } mtplx_cuda_attn_scratch;
 size_t mtplx_cuda_attn_part_bytes(int slots);
-/* what attn_kernel is given: the scratch, this launch's splits */
+/* what attn_kernel is given: the scratch, this launch's splits (and
+ * attn_group_kernel its tile) */
 typedef struct {
     float *part;
     int *cnt;
-    int splits, chunk;
+    int splits, chunk, tile;
 } mtplx_cuda_attn_split;
 
 /* Causal GQA attention, kernels.h's mtplx_attention contract; head_dim <= 256.

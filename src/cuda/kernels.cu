@@ -758,16 +758,20 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 constexpr int GA_WARPS = 8, GA_RC = 16, GA_QB = 4, GA_SLICES = 4 /* of 64 dims */;
 constexpr int GA_MI = GA_RC * GA_SLICES / GA_WARPS; /* the most P.V items a warp holds */
 
-/* positions a tile: 64, or 32 where a row is over 256 bytes */
-__host__ __device__ __forceinline__ int ga_tile(int hd, bool f16) {
-    return hd * (f16 ? 2 : 4) <= 256 ? 64 : 32;
-}
 /* 16-byte chunks between staged rows: odd, so that 8 lanes reading chunk c
  * of 8 rows hit 8 different bank groups */
 __host__ __device__ __forceinline__ int ga_row_chunks(int hd, bool f16) { return (hd / (f16 ? 8 : 4)) | 1; }
-size_t ga_smem_bytes(int hd, bool f16) {
-    size_t T = (size_t)ga_tile(hd, f16), rs = (size_t)ga_row_chunks(hd, f16);
-    return 2 * 2 * T * rs * 16 + (size_t)GA_RC * hd * 4 + 2 * (size_t)GA_RC * T * 4;
+size_t ga_smem_bytes(int hd, bool f16, int T) {
+    size_t rs = (size_t)ga_row_chunks(hd, f16);
+    return 2 * 2 * (size_t)T * rs * 16 + (size_t)GA_RC * hd * 4 + 2 * (size_t)GA_RC * T * 4;
+}
+constexpr size_t GA_MAX_SMEM = 160 * 1024;
+/* positions a tile: want (0: 64, or 32 where a row is over 256 bytes),
+ * halved down to 16 while the block's shared memory is over GA_MAX_SMEM */
+int ga_tile(int hd, bool f16, int want) {
+    int T = want == 16 || want == 32 || want == 64 ? want : hd * (f16 ? 2 : 4) <= 256 ? 64 : 32;
+    while (T > 16 && ga_smem_bytes(hd, f16, T) > GA_MAX_SMEM) T /= 2;
+    return T;
 }
 
 __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
@@ -815,7 +819,7 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
     const int g = blockIdx.x, sp = blockIdx.y, grp = n_head / n_head_kv;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int i0 = blockIdx.z * GA_RC, nq = min(GA_RC, n_tok * grp - i0);
-    const int cpc = hd / EPC, rs = ga_row_chunks(hd, F16), T = ga_tile(hd, F16);
+    const int cpc = hd / EPC, rs = ga_row_chunks(hd, F16), T = sa.tile;
     const int slices = (hd + 63) >> 6;
     float *qs = (float *)(ga_sm + 4 * T * rs);    /* [GA_RC][hd] */
     float *cf = qs + GA_RC * hd, *wf = cf + GA_RC * T; /* [GA_RC][T]: c; score, then w */
@@ -861,7 +865,7 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
     float acc[GA_MI][2], sum[GA_MI];
 #pragma unroll
     for (int m = 0; m < GA_MI; m++) acc[m][0] = acc[m][1] = sum[m] = 0.f;
-    const int ntiles = (u1 - u0 + T - 1) / T, pgs = T / 32, nqb = (nq + GA_QB - 1) / GA_QB;
+    const int ntiles = (u1 - u0 + T - 1) / T, pgs = (T + 31) / 32, nqb = (nq + GA_QB - 1) / GA_QB;
     for (int k = 0; k < ntiles; k++) {
         const int p0 = u0 + k * T, rows = min(T, u1 - p0);
         if (k + 1 < ntiles) {
@@ -916,6 +920,7 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
                 if (ok) cf[i * T + r] = expf(Mp - M), wf[i * T + r] = expf(s - M);
                 carry = __shfl_sync(0xFFFFFFFFu, M, 31);
             }
+            __syncwarp(); /* every lane has read s_m[i] */
             if (lane == 0) s_m[i] = carry;
         }
         __syncthreads();
@@ -1366,8 +1371,8 @@ bool mtplx_cuda_attention_group_ok(int head_dim, int kv_type, const void *k, con
 }
 
 cudaError_t mtplx_cuda_attention_init(void) {
-    /* the most shared memory attn_group_kernel takes (F32, head_dim 256) */
-    int most = (int)ga_smem_bytes(32 * ATT_MAXE, false);
+    /* the most shared memory attn_group_kernel takes (ga_tile) */
+    int most = (int)GA_MAX_SMEM;
     cudaError_t e = cudaFuncSetAttribute(attn_group_kernel<false>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, most);
     if (e == cudaSuccess)
@@ -1388,7 +1393,7 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
     /* splits: about two blocks a SM at long contexts (the blocks are per
      * KV head with group, per query head without), fixed by the model's
      * head counts (never by n_tok: see attn_kernel) and the scratch */
-    mtplx_cuda_attn_split sa = {NULL, NULL, 1, 1 << 30};
+    mtplx_cuda_attn_split sa = {NULL, NULL, 1, 1 << 30, 0};
     int most = scr && scr->part ? 2 * scr->n_sm / (group ? n_head_kv : n_head) : 1;
     if (scr && most > scr->slots / n_head) most = scr->slots / n_head;
     if (most >= 2 && n_tok <= MTPLX_CUDA_STEP_ROWS && n_head <= MTPLX_CUDA_ATTN_MAX_HEADS) {
@@ -1397,10 +1402,11 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
     }
     if (group) {
         bool f16 = kv_type == MTPLX_TYPE_F16;
+        sa.tile = ga_tile(head_dim, f16, scr ? scr->tile : 0);
         int64_t chunks = (n_tok * (n_head / n_head_kv) + GA_RC - 1) / GA_RC;
         dim3 grid((unsigned)n_head_kv, (unsigned)sa.splits, (unsigned)chunks);
         return launch_k(pdl, f16 ? attn_group_kernel<true> : attn_group_kernel<false>, grid,
-                        dim3(GA_WARPS * 32), ga_smem_bytes(head_dim, f16), s, q, (int)n_tok,
+                        dim3(GA_WARPS * 32), ga_smem_bytes(head_dim, f16, sa.tile), s, q, (int)n_tok,
                         n_head, n_head_kv, head_dim, k, v, pos0, scale, out, dyn, sa);
     }
     dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)sa.splits);
