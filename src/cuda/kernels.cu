@@ -742,8 +742,9 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
  * query of the step (a token and a head of the group: a "qv") that has a
  * run sp. It stages the union of their runs through shared memory in tiles
  * of T positions (cp.async, two stages), and per tile:
- *   scores: lane = position, GA_QB qvs at a time, each a sequential dot
- *     product over head_dim, times scale;
+ *   scores: lane = position, GA_QB qvs at a time; head_dim in GA_NP
+ *     parts (a warp each), each a sequential dot product, the parts summed
+ *     in order, times scale;
  *   factors: per qv, over its run's positions in the tile, the running max
  *     M (a warp's prefix max, carried from tile to tile) and
  *     c = exp(M_prev - M), w = exp(s - M);
@@ -755,7 +756,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
  * and their merge are attn_kernel's (attn_splits; a counter per token and
  * head, the last block merges in order). Needs head_dim a multiple of a
  * 16-byte chunk's elements and 16-byte aligned K and V (ga_ok). */
-constexpr int GA_WARPS = 8, GA_RC = 16, GA_QB = 4, GA_SLICES = 4 /* of 64 dims */;
+constexpr int GA_WARPS = 8, GA_RC = 16, GA_QB = 4, GA_NP = 4, GA_SLICES = 4 /* of 64 dims */;
 constexpr int GA_MI = GA_RC * GA_SLICES / GA_WARPS; /* the most P.V items a warp holds */
 
 /* 16-byte chunks between staged rows: odd, so that 8 lanes reading chunk c
@@ -763,7 +764,7 @@ constexpr int GA_MI = GA_RC * GA_SLICES / GA_WARPS; /* the most P.V items a warp
 __host__ __device__ __forceinline__ int ga_row_chunks(int hd, bool f16) { return (hd / (f16 ? 8 : 4)) | 1; }
 size_t ga_smem_bytes(int hd, bool f16, int T) {
     size_t rs = (size_t)ga_row_chunks(hd, f16);
-    return 2 * 2 * (size_t)T * rs * 16 + (size_t)GA_RC * hd * 4 + 2 * (size_t)GA_RC * T * 4;
+    return 2 * 2 * (size_t)T * rs * 16 + (size_t)GA_RC * hd * 4 + (2 + GA_NP) * (size_t)GA_RC * T * 4;
 }
 constexpr size_t GA_MAX_SMEM = 160 * 1024;
 /* positions a tile: want (0: 64, or 32 where a row is over 256 bytes),
@@ -822,7 +823,8 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
     const int cpc = hd / EPC, rs = ga_row_chunks(hd, F16), T = sa.tile;
     const int slices = (hd + 63) >> 6;
     float *qs = (float *)(ga_sm + 4 * T * rs);    /* [GA_RC][hd] */
-    float *cf = qs + GA_RC * hd, *wf = cf + GA_RC * T; /* [GA_RC][T]: c; score, then w */
+    float *cf = qs + GA_RC * hd, *wf = cf + GA_RC * T; /* [GA_RC][T]: c, w */
+    float *sc = wf + GA_RC * T; /* [GA_NP][GA_RC][T]: the scores' parts */
 
     /* each qv's run [lo, hi) of this split (empty past its ns), their union */
     if (threadIdx.x == 0) s_u0 = INT_MAX, s_u1 = 0;
@@ -838,7 +840,9 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
         }
         s_lo[i] = lo, s_hi[i] = hi, s_ns[i] = ns, s_m[i] = -INFINITY, s_last[i] = false;
     }
-    __syncthreads();
+    /* whether a qv here has a run and others: then the partials and merge */
+    const bool merging = __syncthreads_or(threadIdx.x < nq && s_ns[threadIdx.x] > 1 &&
+                                          s_lo[threadIdx.x] < s_hi[threadIdx.x]);
     const int u0 = s_u0, u1 = s_u1;
     if (u1 <= u0) return;
 
@@ -877,29 +881,36 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
         __syncthreads(); /* tile k staged (and qs, the first time) */
         const uint4 *ks = ga_sm + (size_t)(2 * (k & 1)) * T * rs, *vs = ks + T * rs;
 
-        for (int it = warp; it < nqb * pgs; it += GA_WARPS) {
-            int qb = it / pgs, r = (it - qb * pgs) * 32 + lane;
+        for (int it = warp; it < nqb * pgs * GA_NP; it += GA_WARPS) {
+            int part = it % GA_NP, qb = it / (GA_NP * pgs);
+            int r = (it / GA_NP - qb * pgs) * 32 + lane;
             if (r >= rows) continue;
             float d[GA_QB];
 #pragma unroll
             for (int j = 0; j < GA_QB; j++) d[j] = 0.f;
             const uint4 *kr = ks + r * rs;
-            for (int c = 0; c < cpc; c++) {
+            for (int c = part * cpc / GA_NP; c < (part + 1) * cpc / GA_NP; c++) {
                 float kf[EPC];
                 ga_unpack<F16>(kr[c], kf);
 #pragma unroll
                 for (int j = 0; j < GA_QB; j++) {
                     int i = qb * GA_QB + j;
                     if (i < nq) {
-                        const float *qq = qs + i * hd + c * EPC;
+                        const float4 *qq = (const float4 *)(qs + i * hd + c * EPC);
 #pragma unroll
-                        for (int e = 0; e < EPC; e++) d[j] = fmaf(qq[e], kf[e], d[j]);
+                        for (int e = 0; e < EPC / 4; e++) {
+                            float4 qv = qq[e];
+                            d[j] = fmaf(qv.x, kf[4 * e], d[j]);
+                            d[j] = fmaf(qv.y, kf[4 * e + 1], d[j]);
+                            d[j] = fmaf(qv.z, kf[4 * e + 2], d[j]);
+                            d[j] = fmaf(qv.w, kf[4 * e + 3], d[j]);
+                        }
                     }
                 }
             }
 #pragma unroll
             for (int j = 0; j < GA_QB; j++)
-                if (qb * GA_QB + j < nq) wf[(qb * GA_QB + j) * T + r] = d[j] * scale;
+                if (qb * GA_QB + j < nq) sc[(part * GA_RC + qb * GA_QB + j) * T + r] = d[j];
         }
         __syncthreads();
 
@@ -909,7 +920,14 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
             for (int r0 = a; r0 < b; r0 += 32) {
                 int r = r0 + lane;
                 bool ok = r < b;
-                float s = ok ? wf[i * T + r] : -INFINITY, x = s;
+                float s = -INFINITY;
+                if (ok) {
+                    s = sc[i * T + r];
+#pragma unroll
+                    for (int part = 1; part < GA_NP; part++) s += sc[(part * GA_RC + i) * T + r];
+                    s *= scale;
+                }
+                float x = s;
 #pragma unroll
                 for (int o = 1; o < 32; o <<= 1) {
                     float y = __shfl_up_sync(0xFFFFFFFFu, x, o);
@@ -930,10 +948,29 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
             int it = warp + GA_WARPS * m, i = it / slices, d0 = (it - i * slices) * 64 + 2 * lane;
             if (i >= nq) continue;
             int a = max(s_lo[i], p0) - p0, b = min(s_hi[i], p0 + rows) - p0;
-            for (int r = a; r < b; r++) {
+            /* four positions' loads ahead of their arithmetic, which stays
+             * in position order */
+            const uint4 *vr = vs + (size_t)a * rs;
+            int r = a;
+            for (; r + 4 <= b; r += 4, vr += 4 * rs) {
+                float c[4], w[4];
+                float2 v[4];
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    c[u] = cf[i * T + r + u], w[u] = wf[i * T + r + u];
+                    v[u] = d0 < hd ? ga_v2<F16>(vr + u * rs, d0) : make_float2(0.f, 0.f);
+                }
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    sum[m] = fmaf(sum[m], c[u], w[u]);
+                    acc[m][0] = fmaf(acc[m][0], c[u], w[u] * v[u].x);
+                    acc[m][1] = fmaf(acc[m][1], c[u], w[u] * v[u].y);
+                }
+            }
+            for (; r < b; r++, vr += rs) {
                 float c = cf[i * T + r], w = wf[i * T + r];
+                float2 v = d0 < hd ? ga_v2<F16>(vr, d0) : make_float2(0.f, 0.f);
                 sum[m] = fmaf(sum[m], c, w);
-                float2 v = d0 < hd ? ga_v2<F16>(vs + r * rs, d0) : make_float2(0.f, 0.f);
                 acc[m][0] = fmaf(acc[m][0], c, w * v.x);
                 acc[m][1] = fmaf(acc[m][1], c, w * v.y);
             }
@@ -958,6 +995,7 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
             if (sl == 0 && lane == 0) mine[0] = s_m[i], mine[1] = sum[m];
         }
     }
+    if (!merging) return;
     __threadfence();
     __syncthreads();
     if (threadIdx.x < nq && s_ns[threadIdx.x] > 1 && s_lo[threadIdx.x] < s_hi[threadIdx.x]) {
