@@ -1114,18 +1114,19 @@ static void test_attention_case(int kv_type, int64_t n_tok, int nh, int nkv, int
                fl ? " flash (MTPLX_CUDA_FLASH)" : "", e);
     }
     mtplx_cuda_set_paths(gpu, saved);
-    if (n_tok <= 16 && saved.attn_split && saved.attn_group) {
-        /* A step's attention (n_tok <= 16): by default a block per KV head
-         * (attn_group_kernel) with a token's positions split over blocks from
-         * 65 on; also unsplit (MTPLX_CUDA_ATTN_SPLIT=0) and a block per query
-         * head (attn_kernel, MTPLX_CUDA_ATTN_GROUP=0), each against the CPU.
-         * And each row alone (a decode step) == its row of the n-row step
-         * (verify), bit for bit, which greedy MTP == AR needs. */
+    if (n_tok <= 16 && saved.attn_split) {
+        /* A step's attention (n_tok <= 16): a block per query head
+         * (attn_kernel) or a block per KV head (attn_group_kernel,
+         * MTPLX_CUDA_ATTN_GROUP=1), a token's positions split over blocks
+         * from 65 on or not (MTPLX_CUDA_ATTN_SPLIT=0): each against the CPU
+         * (the one the environment picked is checked above). And each row
+         * alone (a decode step) == its row of the n-row step (verify), bit
+         * for bit, which greedy MTP == AR needs. */
         static const struct { bool split, group; const char *name; } vs[] = {
-            {true, true, "split over positions, a block per KV head (default)"},
-            {false, true, "unsplit (MTPLX_CUDA_ATTN_SPLIT=0)"},
-            {true, false, "a block per query head (MTPLX_CUDA_ATTN_GROUP=0)"},
+            {true, false, "a block per query head"},
             {false, false, "a block per query head, unsplit"},
+            {true, true, "a block per KV head (MTPLX_CUDA_ATTN_GROUP=1)"},
+            {false, true, "a block per KV head, unsplit"},
         };
         const char *kvn = kv_type == MTPLX_TYPE_F32 ? "F32" : "F16";
         for (size_t vi = 0; vi < sizeof vs / sizeof vs[0]; vi++) {
@@ -1135,7 +1136,7 @@ static void test_attention_case(int kv_type, int64_t n_tok, int nh, int nkv, int
             gpu->attention(gpu, qd, n_tok, nh, nkv, hd, kd, vd, kv_type, pos0, scale, od);
             float *os = from_dev(od, (size_t)(n_tok * nh * hd)), *o1 = NULL;
             double e = rel_err(os, ref, n_tok * nh * hd, 1e-3);
-            if (vi > 0)
+            if (vs[vi].split != saved.attn_split || vs[vi].group != saved.attn_group)
                 report(e <= 1e-5, "attention %s n_tok=%-3lld heads=%d/%d hd=%-3d pos0=%-4lld %s  %.2e (tol 1e-5)",
                        kvn, (long long)n_tok, nh, nkv, hd, (long long)pos0, vs[vi].name, e);
             bool same = true;

@@ -256,14 +256,14 @@ if [ $HAVE_GPU = 1 ]; then
     done
     run_one ar_plainprefill cuda MTPLX_CUDA_TC=0 MTPLX_CUDA_FLASH=0 -- --no-mtp || { ok=0; bad="$bad ar_plainprefill"; }
     # a long generation (900 tokens): the step's attention splits each
-    # token's positions over up to 32 blocks from position 65 on; and it
-    # unsplit, and with a block per query head (attn_kernel)
+    # token's positions over up to 16 blocks from position 65 on; and it
+    # unsplit, and with a block per KV head (attn_group_kernel)
     run_one long_ar cuda -- --no-mtp -n 900 || { ok=0; bad="$bad long_ar"; }
     run_one long_mtp3 cuda -- --draft-depth 3 --no-adaptive -n 900 || { ok=0; bad="$bad long_mtp3"; }
     run_one long_ar_unsplit cuda MTPLX_CUDA_ATTN_SPLIT=0 -- --no-mtp -n 900 || { ok=0; bad="$bad long_ar_unsplit"; }
-    run_one long_ar_perhead cuda MTPLX_CUDA_ATTN_GROUP=0 -- --no-mtp -n 900 || { ok=0; bad="$bad long_ar_perhead"; }
-    run_one long_mtp3_perhead cuda MTPLX_CUDA_ATTN_GROUP=0 -- --draft-depth 3 --no-adaptive -n 900 ||
-        { ok=0; bad="$bad long_mtp3_perhead"; }
+    run_one long_ar_group cuda MTPLX_CUDA_ATTN_GROUP=1 -- --no-mtp -n 900 || { ok=0; bad="$bad long_ar_group"; }
+    run_one long_mtp3_group cuda MTPLX_CUDA_ATTN_GROUP=1 -- --draft-depth 3 --no-adaptive -n 900 ||
+        { ok=0; bad="$bad long_mtp3_group"; }
     run_one cpu_ar cpu -- --no-mtp || { ok=0; bad="$bad cpu_ar"; }
     run_one cpu_mtp3 cpu -- --draft-depth 3 --no-adaptive || { ok=0; bad="$bad cpu_mtp3"; }
     if [ $ok = 1 ]; then
@@ -283,10 +283,10 @@ if [ $HAVE_GPU = 1 ]; then
         else
             result "run: 900 tokens, GPU MTP 3 == AR" FAIL "the texts differ"
         fi
-        if cmp -s "$SCRATCH/run_long_ar_perhead.txt" "$SCRATCH/run_long_mtp3_perhead.txt"; then
-            result "run: 900 tokens, MTP 3 == AR, MTPLX_CUDA_ATTN_GROUP=0" ok "AR $(tps long_ar_perhead) tok/s, MTP 3 $(tps long_mtp3_perhead) tok/s (a block per query head)"
+        if cmp -s "$SCRATCH/run_long_ar_group.txt" "$SCRATCH/run_long_mtp3_group.txt"; then
+            result "run: 900 tokens, MTP 3 == AR, MTPLX_CUDA_ATTN_GROUP=1" ok "AR $(tps long_ar_group) tok/s, MTP 3 $(tps long_mtp3_group) tok/s (a block per KV head)"
         else
-            result "run: 900 tokens, MTP 3 == AR, MTPLX_CUDA_ATTN_GROUP=0" FAIL "the texts differ"
+            result "run: 900 tokens, MTP 3 == AR, MTPLX_CUDA_ATTN_GROUP=1" FAIL "the texts differ"
         fi
         if cmp -s "$SCRATCH/run_long_ar.txt" "$SCRATCH/run_long_ar_unsplit.txt"; then
             result "run: 900 tokens, attention split == unsplit" ok "greedy AR text identical with MTPLX_CUDA_ATTN_SPLIT=0"

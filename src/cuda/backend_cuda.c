@@ -820,6 +820,11 @@ static bool env_is_0(const char *name) {
     return v && strcmp(v, "0") == 0;
 }
 
+static bool env_is_1(const char *name) {
+    const char *v = getenv(name);
+    return v && strcmp(v, "1") == 0;
+}
+
 /* The prefill kernels from the environment: on unless "0"; MTPLX_CUDA_TC=all
  * adds F32 weights. */
 static mtplx_cuda_paths paths_from_env(void) {
@@ -834,7 +839,7 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .pdl = true,
                           .tile = !env_is_0("MTPLX_CUDA_TILE"),
                           .attn_split = !env_is_0("MTPLX_CUDA_ATTN_SPLIT"),
-                          .attn_group = !env_is_0("MTPLX_CUDA_ATTN_GROUP"),
+                          .attn_group = env_is_1("MTPLX_CUDA_ATTN_GROUP"),
                           .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};
     if (tc && strcmp(tc, "0") == 0) p.tc = false;
     if (sk && strcmp(sk, "0") == 0) p.tc_split = false;

@@ -88,7 +88,7 @@ mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be);
 typedef struct mtplx_cuda_paths {
     bool tc, tc_f32, tc_split, flash, mma, mma_q4k, mma_q4k_auto, pdl, tile;
     bool attn_split; /* a step's attention split over positions (MTPLX_CUDA_ATTN_SPLIT) */
-    bool attn_group; /* a step's attention a block per KV head (MTPLX_CUDA_ATTN_GROUP) */
+    bool attn_group; /* a step's attention a block per KV head (MTPLX_CUDA_ATTN_GROUP=1; off by default) */
     int64_t tc_min_rows;
 } mtplx_cuda_paths;
 /* A batched verification step of several generations (mtplx_gen_step_many)
