@@ -1026,8 +1026,6 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     c->attn.n_sm = c->split.n_sm;
     c->attn.slots = 8 * c->split.n_sm;
     if (e == cudaSuccess) e = mtplx_cuda_attention_init();
-    if (e == cudaSuccess && getenv("MTPLX_CUDA_PREFER_SHARED")) /* (a measurement) */
-        e = cudaDeviceSetCacheConfig(cudaFuncCachePreferShared);
     const char *ach = getenv("MTPLX_CUDA_ATTN_CHUNK");
     c->attn.chunk = ach && atoi(ach) >= 32 ? atoi(ach) : 64;
     const char *at = getenv("MTPLX_CUDA_ATTN_TILE"); /* (measurements) */
