@@ -29,8 +29,10 @@
 #    with the greedy picks on the host (MTPLX_CUDA_ARGMAX=0) or every GEMV's
 #    early trigger (MTPLX_CUDA_TRIG_MB=0): every text must
 #    equal GPU AR's (checked); tok/s as a table (reported); the CPU for
-#    reference. Then 900 tokens AR and MTP 3 (equal, checked), and AR with
-#    the attention's split over positions off (MTPLX_CUDA_ATTN_SPLIT=0).
+#    reference. Then 900 tokens AR and MTP 3 (equal, checked), the same with
+#    the step attention a block per KV head (MTPLX_CUDA_ATTN_GROUP=1; equal,
+#    checked), and AR with the attention's split over positions off
+#    (MTPLX_CUDA_ATTN_SPLIT=0).
 # 5. --device cuda on bench, tune, forge verify (exit 0 checked), and a model
 #    that does not fit (MTPLX_CUDA_MEM_LIMIT) refused by run (exit 1 checked).
 # 6. bench_models: a random-weight Qwen3-0.6B-shape BF16 model, decode (n=1)
