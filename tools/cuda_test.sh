@@ -198,7 +198,7 @@ if [ -n "$SAN" ] && [ $HAVE_GPU = 1 ] && [ -z "${MTPLX_CUDA_TEST_NO_MEMCHECK:-}"
     sanitized "test_cuda ops under memcheck" memcheck 1 'ERROR SUMMARY' 'ERROR SUMMARY'
     # shared-memory races in the prefill kernels (tensor-core GEMM, flash attention),
     # the step attention's tiles (attn_group_kernel) and the sampler (sample.cu)
-    sanitized "prefill kernels under racecheck" racecheck prefill 'RACECHECK SUMMARY\|ERROR SUMMARY' \
+    sanitized "shared-memory kernels under racecheck" racecheck prefill 'RACECHECK SUMMARY\|ERROR SUMMARY' \
         'RACECHECK SUMMARY\|ERROR SUMMARY\|FAIL'
 else
     result "test_cuda ops under memcheck" skip "no compute-sanitizer, no GPU, or MTPLX_CUDA_TEST_NO_MEMCHECK set"

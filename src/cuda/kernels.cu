@@ -10,8 +10,9 @@
  * online softmax per warp (attn_kernel), or one per KV head serving all the
  * step's queries of its group (attn_group_kernel, MTPLX_CUDA_ATTN_GROUP=1);
  * both split a long context over blocks (flash-decoding). For a prefill,
- * fa_kernel tiles queries and keys through shared memory. Apart from the tensor-core operands, all math is f32; no fast-math,
- * so RoPE's angles stay accurate.
+ * fa_kernel tiles queries and keys through shared memory. Apart from the
+ * tensor-core operands, all math is f32; no fast-math, so RoPE's angles stay
+ * accurate.
  *
  * Kernels whose work depends on the position (RoPE, the KV store, attention)
  * and the embedding gather take an optional `dyn` pointer to a step block in
@@ -633,6 +634,26 @@ __device__ __forceinline__ int attn_splits(int64_t n_kv, const mtplx_cuda_attn_s
     return ns < sa.splits ? (int)ns : sa.splits;
 }
 
+/* The last block to finish a (token, head) merges its ns runs' partials
+ * (max, sum, output relative to the max; stride floats apart) in order,
+ * through L2 (other blocks wrote them): op[j] for j = j0, j0 + step, ...
+ * (attn_kernel: the block's threads; attn_group_kernel: a warp's lanes). */
+__device__ __forceinline__ void attn_merge_runs(const float *part, int ns, size_t stride, int hd,
+                                                float *op, int j0, int step) {
+    float Mx = -INFINITY;
+    for (int i = 0; i < ns; i++) Mx = fmaxf(Mx, __ldcg(part + (size_t)i * stride));
+    float T = 0.f;
+    for (int i = 0; i < ns; i++)
+        T += __ldcg(part + (size_t)i * stride + 1) * expf(__ldcg(part + (size_t)i * stride) - Mx);
+    float inv = 1.f / T;
+    for (int j = j0; j < hd; j += step) {
+        float v = 0.f;
+        for (int i = 0; i < ns; i++)
+            v += __ldcg(part + (size_t)i * stride + 2 + j) * expf(__ldcg(part + (size_t)i * stride) - Mx);
+        op[j] = v * inv;
+    }
+}
+
 template <bool F16>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_kernel(const float *__restrict__ q, int n_head, int n_head_kv, int hd,
@@ -702,7 +723,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     size_t stride = (size_t)hd + 2;
     float *part = ns == 1 ? nullptr : sa.part + ((size_t)t * n_head + h) * (size_t)sa.splits * stride;
     float *mine = ns == 1 ? nullptr : part + (size_t)sp * stride;
-    float inv = 1.f / tot;
+    const float inv = 1.f / tot;
     for (int j = threadIdx.x; j < hd; j += blockDim.x) {
         float v = 0.f;
 #pragma unroll
@@ -719,19 +740,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     __syncthreads();
     if (!s_last) return;
     __threadfence();
-    /* the last block: the runs in order, through L2 (other blocks wrote them) */
-    float Mx = -INFINITY;
-    for (int i = 0; i < ns; i++) Mx = fmaxf(Mx, __ldcg(part + (size_t)i * stride));
-    float T = 0.f;
-    for (int i = 0; i < ns; i++)
-        T += __ldcg(part + (size_t)i * stride + 1) * expf(__ldcg(part + (size_t)i * stride) - Mx);
-    inv = 1.f / T;
-    for (int j = threadIdx.x; j < hd; j += blockDim.x) {
-        float v = 0.f;
-        for (int i = 0; i < ns; i++)
-            v += __ldcg(part + (size_t)i * stride + 2 + j) * expf(__ldcg(part + (size_t)i * stride) - Mx);
-        op[j] = v * inv;
-    }
+    attn_merge_runs(part, ns, stride, hd, op, threadIdx.x, blockDim.x);
     if (threadIdx.x == 0) *cnt = 0; /* for the next launch */
 }
 
@@ -756,7 +765,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
  * token's output in a decode step equals its row of a verify step. Runs
  * and their merge are attn_kernel's (attn_splits; a counter per token and
  * head, the last block merges in order). Needs head_dim a multiple of a
- * 16-byte chunk's elements and 16-byte aligned K and V (ga_ok). */
+ * 16-byte chunk's elements and 16-byte aligned K and V
+ * (mtplx_cuda_attention_group_ok). */
 constexpr int GA_WARPS = 8, GA_RC = 16, GA_QB = 4, GA_NP = 4, GA_SLICES = 4 /* of 64 dims */;
 constexpr int GA_MI = GA_RC * GA_SLICES / GA_WARPS; /* the most P.V items a warp holds */
 
@@ -826,6 +836,8 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
     float *qs = (float *)(ga_sm + 4 * T * rs);    /* [GA_RC][hd] */
     float *cf = qs + GA_RC * hd, *wf = cf + GA_RC * T; /* [GA_RC][T]: c, w */
     float *sc = wf + GA_RC * T; /* [GA_NP][GA_RC][T]: the scores' parts */
+    /* qv i0 + i is token qv / grp, head g grp + qv % grp: t n_head + h */
+    auto tok_head = [&](int i) { return (i0 + i) / grp * n_head + g * grp + (i0 + i) % grp; };
 
     /* each qv's run [lo, hi) of this split (empty past its ns), their union */
     if (threadIdx.x == 0) s_u0 = INT_MAX, s_u1 = 0;
@@ -862,9 +874,8 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
     };
     issue(u0, 0);
     for (int idx = threadIdx.x; idx < nq * hd; idx += GA_WARPS * 32) {
-        int i = idx / hd, j = idx - i * hd, qv = i0 + i;
-        int t = qv / grp, h = g * grp + qv % grp;
-        qs[idx] = __ldcg(q + ((size_t)t * n_head + h) * hd + j);
+        int i = idx / hd, j = idx - i * hd;
+        qs[idx] = __ldcg(q + (size_t)tok_head(i) * hd + j);
     }
 
     float acc[GA_MI][2], sum[GA_MI];
@@ -986,12 +997,12 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
     for (int m = 0; m < GA_MI; m++) {
         int it = warp + GA_WARPS * m, i = it / slices, sl = it - i * slices, d0 = sl * 64 + 2 * lane;
         if (i >= nq || s_lo[i] >= s_hi[i]) continue;
-        int qv = i0 + i, t = qv / grp, h = g * grp + qv % grp;
+        int th = tok_head(i);
         if (s_ns[i] == 1) {
-            float inv = 1.f / sum[m], *op = out + ((size_t)t * n_head + h) * hd;
+            float inv = 1.f / sum[m], *op = out + (size_t)th * hd;
             if (d0 < hd) op[d0] = acc[m][0] * inv, op[d0 + 1] = acc[m][1] * inv;
         } else {
-            float *mine = sa.part + ((size_t)(t * n_head + h) * sa.splits + sp) * stride;
+            float *mine = sa.part + ((size_t)th * sa.splits + sp) * stride;
             if (d0 < hd) mine[2 + d0] = acc[m][0], mine[3 + d0] = acc[m][1];
             if (sl == 0 && lane == 0) mine[0] = s_m[i], mine[1] = sum[m];
         }
@@ -1000,28 +1011,18 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
     __threadfence();
     __syncthreads();
     if (threadIdx.x < nq && s_ns[threadIdx.x] > 1 && s_lo[threadIdx.x] < s_hi[threadIdx.x]) {
-        int i = threadIdx.x, qv = i0 + i, t = qv / grp, h = g * grp + qv % grp;
-        s_last[i] = atomicAdd(sa.cnt + t * n_head + h, 1) == s_ns[i] - 1;
+        int i = threadIdx.x;
+        s_last[i] = atomicAdd(sa.cnt + tok_head(i), 1) == s_ns[i] - 1;
     }
     __syncthreads();
     __threadfence();
-    /* the last block of a qv merges its runs in order, through L2 */
+    /* the last block of a qv merges its runs, a warp each */
     for (int i = warp; i < nq; i += GA_WARPS) {
         if (!s_last[i]) continue;
-        int qv = i0 + i, t = qv / grp, h = g * grp + qv % grp, ns = s_ns[i];
-        const float *part = sa.part + (size_t)(t * n_head + h) * sa.splits * stride;
-        float Mx = -INFINITY, tot = 0.f;
-        for (int s = 0; s < ns; s++) Mx = fmaxf(Mx, __ldcg(part + (size_t)s * stride));
-        for (int s = 0; s < ns; s++)
-            tot += __ldcg(part + (size_t)s * stride + 1) * expf(__ldcg(part + (size_t)s * stride) - Mx);
-        float inv = 1.f / tot, *op = out + ((size_t)t * n_head + h) * hd;
-        for (int j = lane; j < hd; j += 32) {
-            float v = 0.f;
-            for (int s = 0; s < ns; s++)
-                v += __ldcg(part + (size_t)s * stride + 2 + j) * expf(__ldcg(part + (size_t)s * stride) - Mx);
-            op[j] = v * inv;
-        }
-        if (lane == 0) sa.cnt[t * n_head + h] = 0; /* for the next launch */
+        int th = tok_head(i);
+        attn_merge_runs(sa.part + (size_t)th * sa.splits * stride, s_ns[i], stride, hd,
+                        out + (size_t)th * hd, lane, 32);
+        if (lane == 0) sa.cnt[th] = 0; /* for the next launch */
     }
 }
 
