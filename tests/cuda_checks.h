@@ -19,7 +19,7 @@ double rel_err(const float *a, const float *b, int64_t n, double floor);
  * PDL on == off (i8 as before), and a model too big refused */
 void test_model(const char *path, double tol, bool mtp, bool plain_prefill, bool i8);
 void test_sampled_gen(const char *path);
-void test_graphs(const char *path, bool i8);
+void test_graphs(const char *path, bool i8, int64_t from);
 void test_fit(const char *path);
 
 #endif

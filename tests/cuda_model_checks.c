@@ -219,8 +219,11 @@ done:
  * greedy MTP generation (the head's forwards too); and the graphs must
  * actually have been replayed. A kernel of the PDL chain that read its
  * predecessor's output before its wait would differ here (or under
- * memcheck's run of the op checks, which launch with PDL too). */
-void test_graphs(const char *path, bool i8) {
+ * memcheck's run of the op checks, which launch with PDL too). from > 0:
+ * the step attention takes a block per KV head for the rows of at least
+ * from positions (paths.attn_group_from) in all three, so that the steps
+ * cross it: a graph captured before it must not be replayed after. */
+void test_graphs(const char *path, bool i8, int64_t from) {
     mtplx_model *m = load_model(path);
     if (!m) return;
     mtplx_model_info info;
@@ -236,9 +239,14 @@ void test_graphs(const char *path, bool i8) {
         mtplx_cuda_paths p = mtplx_cuda_get_paths(be);
         if (i8) p.mma_q4k = false; /* steps on the int8 GEMV, with the fused norms as configured */
         if (i == 2) p.pdl = false;
+        if (from > 0) p.attn_group_from = from;
         mtplx_cuda_set_paths(be, p);
     }
-    const char *tag = i8 ? ", int8 GEMV" : "";
+    char tag[96];
+    snprintf(tag, sizeof tag, "%s", i8 ? ", int8 GEMV" : "");
+    if (from > 0)
+        snprintf(tag + strlen(tag), sizeof tag - strlen(tag), ", attention by KV head from %lld positions",
+                 (long long)from);
     int32_t V = info.n_vocab, tok[128];
     for (int i = 0; i < 128; i++) tok[i] = (int32_t)((i * 7919 + 13) % V);
     size_t row = (size_t)V * sizeof(float);

@@ -1116,27 +1116,33 @@ static void test_attention_case(int kv_type, int64_t n_tok, int nh, int nkv, int
     mtplx_cuda_set_paths(gpu, saved);
     if (n_tok <= 16 && saved.attn_split) {
         /* A step's attention (n_tok <= 16): a block per query head
-         * (attn_kernel) or a block per KV head (attn_group_kernel,
-         * MTPLX_CUDA_ATTN_GROUP=1), a token's positions split over blocks
-         * from 65 on or not (MTPLX_CUDA_ATTN_SPLIT=0): each against the CPU
-         * (the one the environment picked is checked above). And each row
-         * alone (a decode step) == its row of the n-row step (verify), bit
-         * for bit, which greedy MTP == AR needs. */
-        static const struct { bool split, group; const char *name; } vs[] = {
-            {true, false, "a block per query head"},
-            {false, false, "a block per query head, unsplit"},
-            {true, true, "a block per KV head (MTPLX_CUDA_ATTN_GROUP=1)"},
-            {false, true, "a block per KV head, unsplit"},
+         * (attn_kernel) or a block per KV head (attn_group_kernel) for
+         * every row, or each by the row's position (the rows of at least
+         * `from` positions by KV head: this step's second half), a token's
+         * positions split over blocks from 65 on or not
+         * (MTPLX_CUDA_ATTN_SPLIT=0): each against the CPU (the one the
+         * environment picked is checked above). And each row alone (a
+         * decode step) == its row of the n-row step (verify), bit for bit,
+         * which greedy MTP == AR needs. */
+        const int64_t never = MTPLX_CUDA_ATTN_GROUP_NEVER, half = pos0 + n_tok / 2 + 1;
+        const struct { bool split; int64_t from; const char *name; } vs[] = {
+            {true, never, "a block per query head"},
+            {false, never, "a block per query head, unsplit"},
+            {true, 1, "a block per KV head (MTPLX_CUDA_ATTN_GROUP=1)"},
+            {false, 1, "a block per KV head, unsplit"},
+            {true, half, "by KV head from the step's second half on"},
+            {false, half, "by KV head from the step's second half on, unsplit"},
         };
         const char *kvn = kv_type == MTPLX_TYPE_F32 ? "F32" : "F16";
         for (size_t vi = 0; vi < sizeof vs / sizeof vs[0]; vi++) {
+            if (vs[vi].from == half && n_tok < 2) continue;
             mtplx_cuda_paths p = saved;
-            p.attn_split = vs[vi].split, p.attn_group = vs[vi].group;
+            p.attn_split = vs[vi].split, p.attn_group_from = vs[vi].from;
             mtplx_cuda_set_paths(gpu, p);
             gpu->attention(gpu, qd, n_tok, nh, nkv, hd, kd, vd, kv_type, pos0, scale, od);
             float *os = from_dev(od, (size_t)(n_tok * nh * hd)), *o1 = NULL;
             double e = rel_err(os, ref, n_tok * nh * hd, 1e-3);
-            if (vs[vi].split != saved.attn_split || vs[vi].group != saved.attn_group)
+            if (vs[vi].split != saved.attn_split || vs[vi].from != saved.attn_group_from)
                 report(e <= 1e-5, "attention %s n_tok=%-3lld heads=%d/%d hd=%-3d pos0=%-4lld %s  %.2e (tol 1e-5)",
                        kvn, (long long)n_tok, nh, nkv, hd, (long long)pos0, vs[vi].name, e);
             bool same = true;
@@ -1373,8 +1379,11 @@ int main(void) {
         /* the default model (Q8_0) as a context without a head runs it:
          * int8 GEMV, PDL and fused norms (greedy MTP == AR there too) */
         test_model(MTPLX_SOURCE_DIR "/models/default.gguf", 3e-2, true, false, true);
-        test_graphs(MTPLX_SOURCE_DIR "/models/default.gguf", false);
-        test_graphs(MTPLX_SOURCE_DIR "/models/default.gguf", true);
+        test_graphs(MTPLX_SOURCE_DIR "/models/default.gguf", false, 0);
+        test_graphs(MTPLX_SOURCE_DIR "/models/default.gguf", true, 0);
+        /* decode steps of 20-27 positions, verify steps from 28 on (the
+         * first straddles 31), generations of 20 + 64 tokens */
+        test_graphs(MTPLX_SOURCE_DIR "/models/default.gguf", false, 31);
         test_sampled_gen(MTPLX_SOURCE_DIR "/models/default.gguf");
         test_fit(MTPLX_SOURCE_DIR "/models/default.gguf");
         /* a BF16 model (tools/cuda_test.sh converts the built-in one): its
@@ -1382,7 +1391,7 @@ int main(void) {
         const char *bf16 = getenv("MTPLX_CUDA_TEST_BF16_MODEL");
         if (bf16 && *bf16) {
             test_model(bf16, 3e-2, true, false, false);
-            test_graphs(bf16, false);
+            test_graphs(bf16, false, 0);
         }
     }
     printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);

@@ -137,6 +137,31 @@ __global__ void __launch_bounds__(WARPS * 32, 2) gemv_kernel(Mat M, const float 
     gemv_rows(M, xs, y, gw, nw, lane, w);
 }
 
+/* A with the next matrix's weights prefetched into L2: block b issues one
+ * bulk L2 prefetch of its share (1/grid) of matrix pf's bytes first thing,
+ * so they stream in while this matrix (and the boundary) runs, and the
+ * next kernel's loads hit L2. Nothing waits for the prefetch. */
+__global__ void __launch_bounds__(WARPS * 32, 2) gemv_pf_kernel(Mat M, const float *x, float *y, Mat pf) {
+    __shared__ float xs[KMAX];
+    pdl_trigger();
+    if (threadIdx.x == 0 && pf.w) {
+        const size_t nb = (size_t)pf.m * pf.k * 2, share = ((nb / gridDim.x) + 15) & ~(size_t)15;
+        const size_t o = (size_t)blockIdx.x * share;
+        if (o < nb) {
+            const unsigned len = (unsigned)min(share, nb - o);
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((const char *)pf.w + o), "r"(len)
+                         : "memory");
+        }
+    }
+    const int lane = threadIdx.x & 31, nw = gridDim.x * WARPS;
+    const int gw = blockIdx.x * WARPS + (threadIdx.x >> 5);
+    uint4 w[G];
+    if (gw < M.m) load_group(M, gw, 0, lane, w);
+    pdl_wait();
+    x_to_shared(xs, x, M.k);
+    gemv_rows(M, xs, y, gw, nw, lane, w);
+}
+
 /* y[r0 + r] for the block's rows r < rows staged at ws (kc 16-byte chunks
  * a row), x at xs, in gemv_rows' order: a warp a row */
 __device__ __forceinline__ void staged_rows(const Mat &M, const uint4 *ws, const float *xs, int rows,
@@ -959,6 +984,50 @@ int main(int argc, char **argv) {
                 }
             printf("  stages %-8s %d  %8.0f %8.0f %8.0f %8.0f\n", kinds[kd], first[5 + kd] - first[4 + kd], md(a), md(w), md(c), md(g));
         }
+    }
+    /* H: A with matrix i + PF_AHEAD prefetched into L2 by kernel i
+     * (PF_AHEAD 1 by default; 1, 2, 3 all run); I: A over a chain whose
+     * layers all reuse layer 0's four matrices (30 MB at 0.6B: they stay in
+     * L2), what A would cost if every weight came from L2 */
+    {
+        auto timed = [&](cudaGraphExec_t gx) {
+            std::vector<float> t;
+            for (int rep = 0; rep < 60; rep++) {
+                CK(cudaEventRecord(e0, st));
+                CK(cudaGraphLaunch(gx, st));
+                CK(cudaEventRecord(e1, st));
+                CK(cudaEventSynchronize(e1));
+                float ms;
+                CK(cudaEventElapsedTime(&ms, e0, e1));
+                if (rep >= 10) t.push_back(ms);
+            }
+            std::sort(t.begin(), t.end());
+            return (double)t[t.size() / 2];
+        };
+        for (int ahead = 1; ahead <= 3; ahead++) {
+            const cudaGraphExec_t gh = capture([&] {
+                for (int i = 0; i < nm; i++) {
+                    const Mat none = {nullptr, 0, 0};
+                    CK(launch_k(i > 0, gemv_pf_kernel, dim3(grid), dim3(WARPS * 32), 0, st, mats[i],
+                                (const float *)buf[i % 2], buf[(i + 1) % 2], i + ahead < nm ? mats[i + ahead] : none));
+                }
+            });
+            const std::vector<float> yh = output(gh);
+            const bool same_h = memcmp(ya.data(), yh.data(), (size_t)mlast * 4) == 0;
+            const double mh = timed(gh);
+            printf("  H kernel a matrix, matrix i+%d prefetched to L2: %.3f ms  %.0f GB/s  outputs %s  (A again: %.3f)\n",
+                   ahead, mh, bytes / mh / 1e6, same_h ? "equal" : "DIFFER", timed(ga));
+        }
+        const cudaGraphExec_t gi = capture([&] {
+            for (int i = 0; i < nm; i++) {
+                const Mat M = i < nm - (head ? 1 : 0) ? mats[i % 4] : mats[i];
+                CK(launch_k(i > 0, gemv_kernel, dim3(grid), dim3(WARPS * 32), 0, st, M,
+                            (const float *)buf[i % 2], buf[(i + 1) % 2]));
+            }
+        });
+        const double mi = timed(gi);
+        printf("  I kernel a matrix, every layer = layer 0 (L2-resident): %.3f ms  (%.0f GB/s of weights read)\n", mi,
+               bytes / mi / 1e6);
     }
     return same && same_f && tc_ok ? 0 : 1;
 }

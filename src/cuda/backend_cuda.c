@@ -145,6 +145,10 @@ typedef struct {
     int seen;
     bool failed; /* capture impossible: plain launches for this key */
     cudaGraphExec_t exec;
+    /* the step positions [lo, hi) at which a plain run would launch the
+     * same attention kernels as the capture (cu_attention; the step's
+     * attention takes one kernel or another by a row's position) */
+    int64_t lo, hi;
 } graph_slot;
 
 typedef struct {
@@ -578,10 +582,24 @@ static void cu_kv_store(mtplx_backend *be, int kv_type, void *kv, int64_t row, c
     c->after_kernel = false; /* (may be a copy) */
 }
 
+/* While capturing: narrows the capture's step positions to those at which
+ * an attention of n rows at the step position + off launches the same
+ * kernels as now (mtplx_cuda_attention_group_from's rule). */
+static void cap_attn_range(cuda_backend *c, int64_t off, int64_t n, int64_t from) {
+    graph_slot *g = c->capturing;
+    if (!g || from == MTPLX_CUDA_ATTN_GROUP_NEVER) return; /* (attn_kernel at every position) */
+    int64_t at = c->cap_pos0 + off, head_end = from - off - 1, group_start = from - off - n;
+    if (at + 1 < from) g->hi = g->hi < head_end ? g->hi : head_end; /* attn_kernel launched */
+    else g->lo = g->lo > head_end ? g->lo : head_end;
+    if (at + n >= from) g->lo = g->lo > group_start ? g->lo : group_start; /* attn_group_kernel */
+    else g->hi = g->hi < group_start ? g->hi : group_start;
+}
+
 static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n_head,
                          int n_head_kv, int head_dim, const void *k, const void *v, int kv_type,
                          int64_t pos0, float scale, float *out) {
     cuda_backend *c = (cuda_backend *)be;
+    const int64_t at = pos0; /* the step's position (the captured one while capturing) */
     const mtplx_cuda_step *dyn = step_pos(c, &pos0);
     if (bench_skip("attn", n_tok)) return;
     if (c->paths.flash && n_tok > MTPLX_CUDA_STEP_ROWS)
@@ -589,10 +607,15 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
                                       kv_type, pos0, scale, out, dyn),
            "attention (flash)");
     else
+    {
+        cap_attn_range(c, pos0, n_tok,
+                       mtplx_cuda_attention_group_from(c->paths.attn_group_from, n_tok, head_dim,
+                                                       kv_type, k, v));
         CK(mtplx_cuda_attention(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type,
                                 pos0, scale, out, dyn, pdl_next(c),
-                                c->paths.attn_split ? &c->attn : NULL, c->paths.attn_group),
+                                c->paths.attn_split ? &c->attn : NULL, c->paths.attn_group_from, at),
            "attention");
+    }
     launched(c);
 }
 
@@ -717,9 +740,22 @@ static int cu_graph_begin(mtplx_backend *be, const mtplx_graph_key *key, const i
                           int64_t n, int64_t pos0) {
     cuda_backend *c = (cuda_backend *)be;
     if (!c->graphs || n < 1 || n > MTPLX_CUDA_STEP_ROWS || c->capturing) return MTPLX_GRAPH_NONE;
-    graph_slot *g = NULL;
-    for (int i = 0; i < c->n_gs && !g; i++)
-        if (key_eq(&c->gs[i].key, key)) g = &c->gs[i];
+    /* the key's capture for this position (a key has one a set of
+     * attention kernels: graph_slot's lo, hi); else its slot not yet
+     * captured; else, where the key was captured at other positions
+     * (its weights are on the GPU), a new slot to capture at once */
+    graph_slot *g = NULL, *first = NULL;
+    for (int i = 0; i < c->n_gs && !g; i++) {
+        graph_slot *s = &c->gs[i];
+        if (!key_eq(&s->key, key)) continue;
+        if (!first) first = s;
+        if (s->failed || !s->exec || (pos0 >= s->lo && pos0 < s->hi)) g = s;
+    }
+    if (!g && first) {
+        if (c->n_gs == MAX_GRAPHS) return MTPLX_GRAPH_NONE;
+        g = &c->gs[c->n_gs++];
+        *g = (graph_slot){.key = *key, .seen = 2};
+    }
     if (!g) {
         if (c->n_gs == MAX_GRAPHS) return MTPLX_GRAPH_NONE;
         g = &c->gs[c->n_gs++];
@@ -745,6 +781,7 @@ static int cu_graph_begin(mtplx_backend *be, const mtplx_graph_key *key, const i
         return MTPLX_GRAPH_NONE;
     }
     c->capturing = g;
+    g->lo = INT64_MIN, g->hi = INT64_MAX;
     c->cap_pos0 = pos0;
     c->cap_tok = tokens;
     c->cap_n = n;
@@ -820,9 +857,19 @@ static bool env_is_0(const char *name) {
     return v && strcmp(v, "0") == 0;
 }
 
-static bool env_is_1(const char *name) {
-    const char *v = getenv(name);
-    return v && strcmp(v, "1") == 0;
+/* MTPLX_CUDA_ATTN_GROUP: 0 never, N >= 1 from N positions on (1: every
+ * step); unset, MTPLX_CUDA_ATTN_GROUP_FROM. */
+static int64_t attn_group_from_env(void) {
+    const char *v = getenv("MTPLX_CUDA_ATTN_GROUP");
+    if (!v || !*v) return MTPLX_CUDA_ATTN_GROUP_FROM;
+    char *end;
+    long long n = strtoll(v, &end, 10);
+    if (*end || n < 0) {
+        mtplx_log(MTPLX_LOG_WARN, "MTPLX_CUDA_ATTN_GROUP=%s: expected 0 (never) or a number of positions; using %d",
+                  v, MTPLX_CUDA_ATTN_GROUP_FROM);
+        return MTPLX_CUDA_ATTN_GROUP_FROM;
+    }
+    return n == 0 ? MTPLX_CUDA_ATTN_GROUP_NEVER : (int64_t)n;
 }
 
 /* The prefill kernels from the environment: on unless "0"; MTPLX_CUDA_TC=all
@@ -839,7 +886,7 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .pdl = true,
                           .tile = !env_is_0("MTPLX_CUDA_TILE"),
                           .attn_split = !env_is_0("MTPLX_CUDA_ATTN_SPLIT"),
-                          .attn_group = env_is_1("MTPLX_CUDA_ATTN_GROUP"),
+                          .attn_group_from = attn_group_from_env(),
                           .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};
     if (tc && strcmp(tc, "0") == 0) p.tc = false;
     if (sk && strcmp(sk, "0") == 0) p.tc_split = false;

@@ -88,9 +88,14 @@ mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be);
 typedef struct mtplx_cuda_paths {
     bool tc, tc_f32, tc_split, flash, mma, mma_q4k, mma_q4k_auto, pdl, tile;
     bool attn_split; /* a step's attention split over positions (MTPLX_CUDA_ATTN_SPLIT) */
-    bool attn_group; /* a step's attention a block per KV head (MTPLX_CUDA_ATTN_GROUP=1; off by default) */
+    /* a step's rows of at least this many positions: a block per KV head
+     * (attn_group_kernel; MTPLX_CUDA_ATTN_GROUP=N, 0: never, 1: always) */
+    int64_t attn_group_from;
     int64_t tc_min_rows;
 } mtplx_cuda_paths;
+/* The default attn_group_from: about where a block per KV head starts to
+ * win on an H200 (bench/RESULTS.md section 34) */
+#define MTPLX_CUDA_ATTN_GROUP_FROM 1024
 /* A batched verification step of several generations (mtplx_gen_step_many)
  * keeps all its logits, so it has at most MTPLX_LOGITS_ROWS (32) rows: from
  * 33 rows on a forward is a prefill chunk. Below that every matmul takes the

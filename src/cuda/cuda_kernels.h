@@ -266,22 +266,39 @@ typedef struct {
     float *part;
     int *cnt;
     int splits, chunk, tile;
+    /* the rows of at least `from` positions go to attn_group_kernel, the
+     * others to attn_kernel (each kernel leaves the other's rows alone) */
+    int64_t from;
 } mtplx_cuda_attn_split;
 
 /* Causal GQA attention, kernels.h's mtplx_attention contract; head_dim <= 256.
  * scr NULL (or n_tok > MTPLX_CUDA_STEP_ROWS): no split over positions.
- * group: a block per KV head serves all its query heads and the step's
- * tokens (attn_group_kernel), where mtplx_cuda_attention_group_ok; else a
- * block per token and query head (attn_kernel). Either way a token's row
- * does not depend on the other rows of the step, bit for bit. */
+ * A row that attends to group_from positions or more (pos0 + t + 1 >=
+ * group_from) takes a block per KV head that serves all its query heads
+ * and the step's tokens (attn_group_kernel), where
+ * mtplx_cuda_attention_group_from allows it; the others a block per token
+ * and query head (attn_kernel). A step that straddles group_from launches
+ * both, each for its rows. Which kernel a row takes depends on its own
+ * position alone, and neither kernel's row depends on the other rows of the
+ * step, so a token's row is the same bits in a decode step and in a verify
+ * step (greedy MTP == AR). at: the step's first position, pos0 itself
+ * without dyn, the captured step's (dyn's position + pos0) while capturing:
+ * it picks the kernels launched, so a graph replays its launches only where
+ * at would pick the same ones (mtplx_cuda_attention_group_from). */
 cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, int n_head,
                                  int n_head_kv, int head_dim, const void *k, const void *v,
                                  int kv_type, int64_t pos0, float scale, float *out,
                                  const mtplx_cuda_step *dyn, bool pdl,
-                                 const mtplx_cuda_attn_scratch *scr, bool group);
-/* Whether attn_group_kernel takes this head_dim, KV type and K/V buffers
- * (head_dim a multiple of 8 for F16, 4 for F32; 16-byte aligned). */
-bool mtplx_cuda_attention_group_ok(int head_dim, int kv_type, const void *k, const void *v);
+                                 const mtplx_cuda_attn_scratch *scr, int64_t group_from,
+                                 int64_t at);
+/* The group_from that mtplx_cuda_attention applies: group_from itself where
+ * attn_group_kernel takes this step (n_tok <= MTPLX_CUDA_STEP_ROWS; head_dim
+ * a multiple of 8 for F16, 4 for F32; 16-byte aligned K and V), else
+ * MTPLX_CUDA_ATTN_GROUP_NEVER. A step at position at then launches
+ * attn_kernel when at + 1 < from and attn_group_kernel when at + n_tok >=
+ * from. */
+int64_t mtplx_cuda_attention_group_from(int64_t group_from, int64_t n_tok, int head_dim, int kv_type,
+                                        const void *k, const void *v);
 /* Once per device, before the first attention: lets attn_group_kernel
  * take more than 48 KB of shared memory. */
 cudaError_t mtplx_cuda_attention_init(void);

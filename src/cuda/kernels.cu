@@ -666,7 +666,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     int64_t t = blockIdx.y;
     int64_t n_kv = pos0 + t + 1;
     int ns = attn_splits(n_kv, sa);
-    if (sp >= ns) return;
+    if (sp >= ns || n_kv >= sa.from) return; /* (the latter: attn_group_kernel's row) */
     /* runs of len = ceil(n_kv / ns) positions; none is empty: n_kv >
      * chunk (ns - 1) and chunk >= 32 >= ns give (ns - 1) len < n_kv */
     int64_t len = (n_kv + ns - 1) / ns, p_end = min(n_kv, (int64_t)(sp + 1) * len);
@@ -846,7 +846,7 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
         int i = threadIdx.x, t = (i0 + i) / grp;
         int64_t n_kv = pos0 + t + 1;
         int ns = attn_splits(n_kv, sa), lo = 0, hi = 0;
-        if (sp < ns) {
+        if (sp < ns && n_kv >= sa.from) { /* (else no run here: attn_kernel's row) */
             int64_t len = (n_kv + ns - 1) / ns;
             lo = (int)(sp * len), hi = (int)min(n_kv, (int64_t)(sp + 1) * len);
             atomicMin(&s_u0, lo), atomicMax(&s_u1, hi);
@@ -1403,11 +1403,13 @@ size_t mtplx_cuda_attn_part_bytes(int slots) {
     return (size_t)MTPLX_CUDA_STEP_ROWS * (size_t)slots * (2 + 32 * ATT_MAXE) * sizeof(float);
 }
 
-bool mtplx_cuda_attention_group_ok(int head_dim, int kv_type, const void *k, const void *v) {
-    if (kv_type != MTPLX_TYPE_F16 && kv_type != MTPLX_TYPE_F32) return false;
+int64_t mtplx_cuda_attention_group_from(int64_t group_from, int64_t n_tok, int head_dim, int kv_type,
+                                        const void *k, const void *v) {
     int epc = kv_type == MTPLX_TYPE_F16 ? 8 : 4;
-    return head_dim % epc == 0 && head_dim <= 32 * ATT_MAXE &&
-           (((uintptr_t)k | (uintptr_t)v) & 15) == 0;
+    bool ok = n_tok <= MTPLX_CUDA_STEP_ROWS &&
+              (kv_type == MTPLX_TYPE_F16 || kv_type == MTPLX_TYPE_F32) && head_dim % epc == 0 &&
+              head_dim <= 32 * ATT_MAXE && (((uintptr_t)k | (uintptr_t)v) & 15) == 0;
+    return ok ? group_from : MTPLX_CUDA_ATTN_GROUP_NEVER;
 }
 
 cudaError_t mtplx_cuda_attention_init(void) {
@@ -1425,34 +1427,47 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
                                  int n_head_kv, int head_dim, const void *k, const void *v,
                                  int kv_type, int64_t pos0, float scale, float *out,
                                  const mtplx_cuda_step *dyn, bool pdl,
-                                 const mtplx_cuda_attn_scratch *scr, bool group) {
+                                 const mtplx_cuda_attn_scratch *scr, int64_t group_from,
+                                 int64_t at) {
     if (head_dim > 32 * ATT_MAXE || n_head % n_head_kv != 0) return cudaErrorInvalidValue;
     if (n_tok <= 0) return cudaSuccess;
-    group = group && n_tok <= MTPLX_CUDA_STEP_ROWS &&
-            mtplx_cuda_attention_group_ok(head_dim, kv_type, k, v);
+    const int64_t from = mtplx_cuda_attention_group_from(group_from, n_tok, head_dim, kv_type, k, v);
+    const bool by_head = at + 1 < from, by_group = at + n_tok >= from;
     /* splits: about two blocks a SM at long contexts (the blocks are per
      * KV head with group, per query head without), fixed by the model's
      * head counts (never by n_tok: see attn_kernel) and the scratch */
-    mtplx_cuda_attn_split sa = {NULL, NULL, 1, 1 << 30, 0};
-    int most = scr && scr->part ? 2 * scr->n_sm / (group ? n_head_kv : n_head) : 1;
-    if (scr && most > scr->slots / n_head) most = scr->slots / n_head;
-    if (most >= 2 && n_tok <= MTPLX_CUDA_STEP_ROWS && n_head <= MTPLX_CUDA_ATTN_MAX_HEADS) {
-        sa.splits = most > MTPLX_CUDA_ATTN_MAX_SPLIT ? MTPLX_CUDA_ATTN_MAX_SPLIT : most;
-        sa.part = scr->part, sa.cnt = scr->cnt, sa.chunk = scr->chunk;
+    auto split = [&](bool group) {
+        mtplx_cuda_attn_split sa = {NULL, NULL, 1, 1 << 30, 0, from};
+        int most = scr && scr->part ? 2 * scr->n_sm / (group ? n_head_kv : n_head) : 1;
+        if (scr && most > scr->slots / n_head) most = scr->slots / n_head;
+        if (most >= 2 && n_tok <= MTPLX_CUDA_STEP_ROWS && n_head <= MTPLX_CUDA_ATTN_MAX_HEADS) {
+            sa.splits = most > MTPLX_CUDA_ATTN_MAX_SPLIT ? MTPLX_CUDA_ATTN_MAX_SPLIT : most;
+            sa.part = scr->part, sa.cnt = scr->cnt, sa.chunk = scr->chunk;
+        }
+        return sa;
+    };
+    cudaError_t e = cudaSuccess;
+    /* both: the second is a dependent of the first (and waits for it before
+     * it touches the scratch, which they share with other strides) */
+    if (by_head || !by_group) {
+        mtplx_cuda_attn_split sa = split(false);
+        dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)sa.splits);
+        e = launch_k(pdl, kv_type == MTPLX_TYPE_F16 ? attn_kernel<true> : attn_kernel<false>, grid,
+                     dim3(ATT_WARPS * 32), 0, s, q, n_head, n_head_kv, head_dim, k, v, pos0, scale,
+                     out, dyn, sa);
+        pdl = true;
     }
-    if (group) {
+    if (by_group && e == cudaSuccess) {
+        mtplx_cuda_attn_split sa = split(true);
         bool f16 = kv_type == MTPLX_TYPE_F16;
         sa.tile = ga_tile(head_dim, f16, scr ? scr->tile : 0);
         int64_t chunks = (n_tok * (n_head / n_head_kv) + GA_RC - 1) / GA_RC;
         dim3 grid((unsigned)n_head_kv, (unsigned)sa.splits, (unsigned)chunks);
-        return launch_k(pdl, f16 ? attn_group_kernel<true> : attn_group_kernel<false>, grid,
-                        dim3(GA_WARPS * 32), ga_smem_bytes(head_dim, f16, sa.tile), s, q, (int)n_tok,
-                        n_head, n_head_kv, head_dim, k, v, pos0, scale, out, dyn, sa);
+        e = launch_k(pdl, f16 ? attn_group_kernel<true> : attn_group_kernel<false>, grid,
+                     dim3(GA_WARPS * 32), ga_smem_bytes(head_dim, f16, sa.tile), s, q, (int)n_tok,
+                     n_head, n_head_kv, head_dim, k, v, pos0, scale, out, dyn, sa);
     }
-    dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)sa.splits);
-    return launch_k(pdl, kv_type == MTPLX_TYPE_F16 ? attn_kernel<true> : attn_kernel<false>, grid,
-                    dim3(ATT_WARPS * 32), 0, s, q, n_head, n_head_kv, head_dim, k, v, pos0, scale,
-                    out, dyn, sa);
+    return e;
 }
 
 cudaError_t mtplx_cuda_attention_flash(cudaStream_t s, const float *q, int64_t n_tok, int n_head,
