@@ -32,14 +32,20 @@
  * - G: F over 16-row tiles in mmv_tc's layout, multiplied on tensor cores
  *   (x split into bf16 hi and lo, as mmv_tc), tiles spread over the blocks
  *   so that each streams about the same bytes a layer.
- * A to F give the same bits (the same f32 sums in the same order); G is
+ * - H: A, each kernel first prefetching its share of matrix i + 1 (or + 2,
+ *   + 3: all three run) into L2 (cp.async.bulk.prefetch.L2, nothing waits
+ *   for it).
+ * - I: A over a chain whose layers all reuse layer 0's matrices (L2-
+ *   resident): what A costs when no weight comes from HBM.
+ * A to F and H give the same bits (the same f32 sums in the same order); G is
  * checked against the tiled f32 chain (max |diff| <= 1e-3 of max |ref|).
- * It then traces one launch of G (or F): per matrix kind, the spread of the
+ * It traces one launch of G (or F): per matrix kind, the spread of the
  * blocks' ends, how long after the last end the median block has x, and
  * each block's stage waits and arithmetic (block 0's stages in cycles).
  * H200, 0.6B chain, ms (bench/RESULTS.md sections 28, 29, 31): A 0.547;
  * B 0.687, C 0.935; D 0.704, E 0.717 (one block an SM); F 0.469-0.478
- * (tags) and 0.518 (counter); G 0.611-0.695, 0.408 with no arithmetic.
+ * (tags) and 0.518 (counter); G 0.611-0.695, 0.408 with no arithmetic;
+ * H 0.553-0.561 (A 0.545 in that run), I 0.490 (section 34).
  * Prints ms a step (median of 50 graph launches) and GB/s of weights. */
 #include <algorithm>
 #include <cmath>

@@ -109,6 +109,16 @@
  * kernel (after_kernel), not after a copy, an upload or at a capture's start.
  * MTPLX_CUDA_PDL=0 turns all of it off (bench/RESULTS.md section 21).
  *
+ * The step's attention takes one kernel for rows of fewer than
+ * paths.attn_group_from positions (1024 unless MTPLX_CUDA_ATTN_GROUP says
+ * otherwise) and another from there on (kernels.cu; both where a step
+ * straddles it). So a graph captured at one position may launch other
+ * kernels than a plain step would at another: each capture keeps the step
+ * positions where its launches hold (graph_slot's lo, hi; cap_attn_range),
+ * and a key replays only there; elsewhere it is captured again (at once:
+ * its weights are on the GPU already). Decode gets two captures, a verify
+ * step of n rows three (n - 1 straddling positions share one).
+ *
  * Left out for now: several GPUs. */
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_kernels.h"

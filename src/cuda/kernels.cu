@@ -7,9 +7,10 @@
  * per 16 rows (re-reading the weights n/16 times), but normally takes the
  * tensor-core GEMM below (tc_mm_kernel: 64 x 64 tiles, operands rounded to
  * bf16 / f16). Attention for a step is one block per (token, head) with an
- * online softmax per warp (attn_kernel), or one per KV head serving all the
- * step's queries of its group (attn_group_kernel, MTPLX_CUDA_ATTN_GROUP=1);
- * both split a long context over blocks (flash-decoding). For a prefill,
+ * online softmax per warp (attn_kernel), or for a row of 1024 positions or
+ * more one per KV head serving all the step's queries of its group
+ * (attn_group_kernel; MTPLX_CUDA_ATTN_GROUP=N moves the threshold); both
+ * split a long context over blocks (flash-decoding). For a prefill,
  * fa_kernel tiles queries and keys through shared memory. Apart from the
  * tensor-core operands, all math is f32; no fast-math, so RoPE's angles stay
  * accurate.
