@@ -1081,7 +1081,9 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
      * a SM: a KV head's blocks serve 4-8 query heads); MTPLX_CUDA_ATTN_CHUNK
      * (>= 32, default 64) is the fewest positions a split takes */
     c->attn.n_sm = c->split.n_sm;
-    c->attn.slots = 8 * c->split.n_sm;
+    const char *aps = getenv("MTPLX_CUDA_ATTN_SPLITS"); /* (measurements) */
+    c->attn.per_sm = aps && atoi(aps) >= 1 && atoi(aps) <= 8 ? atoi(aps) : 2;
+    c->attn.slots = 4 * c->attn.per_sm * c->split.n_sm;
     if (e == cudaSuccess) e = mtplx_cuda_attention_init();
     const char *ach = getenv("MTPLX_CUDA_ATTN_CHUNK");
     c->attn.chunk = ach && atoi(ach) >= 32 ? atoi(ach) : 64;

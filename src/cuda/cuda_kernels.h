@@ -248,15 +248,17 @@ cudaError_t mtplx_cuda_store_rows(cudaStream_t s, int kv_type, const float *src,
  * attn_kernel and attn_group_kernel), one a backend: part holds
  * MTPLX_CUDA_STEP_ROWS x slots partials of 2 + 256 floats, cnt
  * MTPLX_CUDA_STEP_ROWS x MTPLX_CUDA_ATTN_MAX_HEADS counters, zeroed once. A
- * token's most splits: about two blocks a SM (n_sm) over the launch's
- * blocks a split, at most slots / n_head and MTPLX_CUDA_ATTN_MAX_SPLIT; a
- * split takes at least chunk positions. */
-#define MTPLX_CUDA_ATTN_MAX_SPLIT 32
+ * token's most splits: about per_sm blocks a SM (n_sm) over the launch's
+ * blocks a split, at most slots / n_head, 16 per_sm,
+ * MTPLX_CUDA_ATTN_MAX_SPLIT and chunk; a split takes at least chunk
+ * positions. */
+#define MTPLX_CUDA_ATTN_MAX_SPLIT 64
 #define MTPLX_CUDA_ATTN_MAX_HEADS 1024
 typedef struct {
     float *part;
     int *cnt;
     int slots, chunk, n_sm;
+    int per_sm; /* blocks a SM the split aims at (2; MTPLX_CUDA_ATTN_SPLITS, measurements) */
     int tile; /* attn_group_kernel's positions a tile: 16, 32, 64 or 0 (its choice) */
 } mtplx_cuda_attn_scratch;
 size_t mtplx_cuda_attn_part_bytes(int slots);

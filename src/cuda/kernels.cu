@@ -669,7 +669,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     int ns = attn_splits(n_kv, sa);
     if (sp >= ns || n_kv >= sa.from) return; /* (the latter: attn_group_kernel's row) */
     /* runs of len = ceil(n_kv / ns) positions; none is empty: n_kv >
-     * chunk (ns - 1) and chunk >= 32 >= ns give (ns - 1) len < n_kv */
+     * chunk (ns - 1) and chunk >= ns (the launcher caps the splits at the
+     * chunk) give n_kv > (ns - 1)^2, so (ns - 1) len < n_kv */
     int64_t len = (n_kv + ns - 1) / ns, p_end = min(n_kv, (int64_t)(sp + 1) * len);
     int kvh = h / (n_head / n_head_kv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const float *qp = q + ((size_t)t * n_head + h) * hd;
@@ -1439,10 +1440,14 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
      * head counts (never by n_tok: see attn_kernel) and the scratch */
     auto split = [&](bool group) {
         mtplx_cuda_attn_split sa = {NULL, NULL, 1, 1 << 30, 0, from};
-        int most = scr && scr->part ? 2 * scr->n_sm / (group ? n_head_kv : n_head) : 1;
+        int most = scr && scr->part ? scr->per_sm * scr->n_sm / (group ? n_head_kv : n_head) : 1;
         if (scr && most > scr->slots / n_head) most = scr->slots / n_head;
+        /* no run is empty while a split takes at least as many positions
+         * as there are splits (attn_kernel's note) */
+        if (scr && most > scr->chunk) most = scr->chunk;
         if (most >= 2 && n_tok <= MTPLX_CUDA_STEP_ROWS && n_head <= MTPLX_CUDA_ATTN_MAX_HEADS) {
-            sa.splits = most > MTPLX_CUDA_ATTN_MAX_SPLIT ? MTPLX_CUDA_ATTN_MAX_SPLIT : most;
+            int cap = 16 * scr->per_sm < MTPLX_CUDA_ATTN_MAX_SPLIT ? 16 * scr->per_sm : MTPLX_CUDA_ATTN_MAX_SPLIT;
+            sa.splits = most > cap ? cap : most;
             sa.part = scr->part, sa.cnt = scr->cnt, sa.chunk = scr->chunk;
         }
         return sa;
