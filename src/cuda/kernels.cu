@@ -635,24 +635,53 @@ __device__ __forceinline__ int attn_splits(int64_t n_kv, const mtplx_cuda_attn_s
     return ns < sa.splits ? (int)ns : sa.splits;
 }
 
-/* The last block to finish a (token, head) merges its ns runs' partials
- * (max, sum, output relative to the max; stride floats apart) in order,
- * through L2 (other blocks wrote them): op[j] for j = j0, j0 + step, ...
- * (attn_kernel: the block's threads; attn_group_kernel: a warp's lanes). */
-__device__ __forceinline__ void attn_merge_runs(const float *part, int ns, size_t stride, int hd,
-                                                float *op, int j0, int step) {
-    float Mx = -INFINITY;
-    for (int i = 0; i < ns; i++) Mx = fmaxf(Mx, __ldcg(part + (size_t)i * stride));
-    float T = 0.f;
-    for (int i = 0; i < ns; i++)
-        T += __ldcg(part + (size_t)i * stride + 1) * expf(__ldcg(part + (size_t)i * stride) - Mx);
-    float inv = 1.f / T;
-    for (int j = j0; j < hd; j += step) {
-        float v = 0.f;
-        for (int i = 0; i < ns; i++)
-            v += __ldcg(part + (size_t)i * stride + 2 + j) * expf(__ldcg(part + (size_t)i * stride) - Mx);
-        op[j] = v * inv;
+/* The last block to finish a (token, head) merges its ns <= 64 runs'
+ * partials (max, sum, output relative to the max; stride floats apart)
+ * into op[0, hd), one warp, through L2 (other blocks wrote them). Lane l
+ * holds runs l and l + 32 and their factors exp(m_i - M); the sum of
+ * s_i f_i is a butterfly (every lane the same bits); each output sums its
+ * runs in order, four runs' loads for all its dims at a time. A serial
+ * chain of L2 loads (three a run and dim) took most of a long context's
+ * step attention before (bench/RESULTS.md section 34). The arithmetic
+ * depends on ns and the partials alone, so a row is the same bits in a
+ * decode step and in a verify step. */
+__device__ __forceinline__ void attn_merge_warp(const float *part, int ns, size_t stride, int hd,
+                                                float *op, int lane) {
+    const int r1 = lane + 32;
+    float m0 = lane < ns ? __ldcg(part + (size_t)lane * stride) : -INFINITY;
+    float m1 = r1 < ns ? __ldcg(part + (size_t)r1 * stride) : -INFINITY;
+    float s0 = lane < ns ? __ldcg(part + (size_t)lane * stride + 1) : 0.f;
+    float s1 = r1 < ns ? __ldcg(part + (size_t)r1 * stride + 1) : 0.f;
+    float Mx = fmaxf(m0, m1);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) Mx = fmaxf(Mx, __shfl_xor_sync(0xFFFFFFFFu, Mx, o));
+    const float f0 = lane < ns ? expf(m0 - Mx) : 0.f, f1 = r1 < ns ? expf(m1 - Mx) : 0.f;
+    const float inv = 1.f / warp_sum(s0 * f0 + s1 * f1);
+    constexpr int D = ATT_MAXE, U = 4; /* dims a lane (hd <= 32 D), runs a batch */
+    float v[D];
+#pragma unroll
+    for (int d = 0; d < D; d++) v[d] = 0.f;
+    for (int i0 = 0; i0 < ns; i0 += U) {
+        float x[U][D];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int d = 0; d < D; d++) {
+                int j = lane + 32 * d;
+                x[u][d] = i0 + u < ns && j < hd ? __ldcg(part + (size_t)(i0 + u) * stride + 2 + j) : 0.f;
+            }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int i = i0 + u; /* (uniform across the warp) */
+            float f = __shfl_sync(0xFFFFFFFFu, i < 32 ? f0 : f1, i & 31);
+            if (i < ns)
+#pragma unroll
+                for (int d = 0; d < D; d++) v[d] += x[u][d] * f;
+        }
     }
+#pragma unroll
+    for (int d = 0; d < D; d++)
+        if (lane + 32 * d < hd) op[lane + 32 * d] = v[d] * inv;
 }
 
 template <bool F16>
@@ -740,10 +769,10 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     int *cnt = sa.cnt + t * n_head + h;
     if (threadIdx.x == 0) s_last = atomicAdd(cnt, 1) == ns - 1;
     __syncthreads();
-    if (!s_last) return;
+    if (!s_last || warp != 0) return;
     __threadfence();
-    attn_merge_runs(part, ns, stride, hd, op, threadIdx.x, blockDim.x);
-    if (threadIdx.x == 0) *cnt = 0; /* for the next launch */
+    attn_merge_warp(part, ns, stride, hd, op, lane);
+    if (lane == 0) *cnt = 0; /* for the next launch */
 }
 
 /* ---- step attention by KV head (attn_group_kernel) ----
@@ -1022,8 +1051,8 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
     for (int i = warp; i < nq; i += GA_WARPS) {
         if (!s_last[i]) continue;
         int th = tok_head(i);
-        attn_merge_runs(sa.part + (size_t)th * sa.splits * stride, s_ns[i], stride, hd,
-                        out + (size_t)th * hd, lane, 32);
+        attn_merge_warp(sa.part + (size_t)th * sa.splits * stride, s_ns[i], stride, hd,
+                        out + (size_t)th * hd, lane);
         if (lane == 0) sa.cnt[th] = 0; /* for the next launch */
     }
 }
