@@ -645,6 +645,7 @@ __device__ __forceinline__ int attn_splits(int64_t n_kv, const mtplx_cuda_attn_s
  * step attention before (bench/RESULTS.md section 34). The arithmetic
  * depends on ns and the partials alone, so a row is the same bits in a
  * decode step and in a verify step. */
+template <int U = 4>
 __device__ __forceinline__ void attn_merge_warp(const float *part, int ns, size_t stride, int hd,
                                                 float *op, int lane) {
     const int r1 = lane + 32;
@@ -657,7 +658,7 @@ __device__ __forceinline__ void attn_merge_warp(const float *part, int ns, size_
     for (int o = 16; o > 0; o >>= 1) Mx = fmaxf(Mx, __shfl_xor_sync(0xFFFFFFFFu, Mx, o));
     const float f0 = lane < ns ? expf(m0 - Mx) : 0.f, f1 = r1 < ns ? expf(m1 - Mx) : 0.f;
     const float inv = 1.f / warp_sum(s0 * f0 + s1 * f1);
-    constexpr int D = ATT_MAXE, U = 4; /* dims a lane (hd <= 32 D), runs a batch */
+    constexpr int D = ATT_MAXE; /* dims a lane (hd <= 32 D); U: runs a batch */
     float v[D];
 #pragma unroll
     for (int d = 0; d < D; d++) v[d] = 0.f;
@@ -771,7 +772,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     __syncthreads();
     if (!s_last || warp != 0) return;
     __threadfence();
-    attn_merge_warp(part, ns, stride, hd, op, lane);
+    attn_merge_warp<2>(part, ns, stride, hd, op, lane); /* (2: the kernel's registers stay <= 64) */
     if (lane == 0) *cnt = 0; /* for the next launch */
 }
 
