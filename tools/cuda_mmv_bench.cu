@@ -29,14 +29,7 @@ extern "C" {
 #include <string.h>
 #include <vector>
 
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "cuda_tool.cuh" /* CK, graph_median_ms */
 
 __global__ void fill_kernel(uint32_t *p, size_t n, uint32_t seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -111,27 +104,6 @@ static void issue(cudaStream_t st, int type, const std::vector<layer> &L, int wh
     }
 }
 
-static double time_graph(cudaStream_t st, cudaGraphExec_t ge, int reps) {
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < 3; i++)
-        CK(cudaGraphLaunch(ge, st));
-    std::vector<float> ts;
-    for (int i = 0; i < reps; i++) {
-        CK(cudaEventRecord(a, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(b, st));
-        CK(cudaEventSynchronize(b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        ts.push_back(ms);
-    }
-    std::sort(ts.begin(), ts.end());
-    cudaEventDestroy(a), cudaEventDestroy(b);
-    return ts[ts.size() / 2];
-}
-
 template <typename F> static double time_captured(cudaStream_t st, F f, int reps = 20) {
     cudaGraph_t g;
     cudaGraphExec_t ge;
@@ -139,7 +111,7 @@ template <typename F> static double time_captured(cudaStream_t st, F f, int reps
     f();
     CK(cudaStreamEndCapture(st, &g));
     CK(cudaGraphInstantiate(&ge, g, 0));
-    double ms = time_graph(st, ge, reps);
+    double ms = graph_median_ms(st, ge, reps, 3);
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
     return ms;

@@ -130,24 +130,12 @@ __device__ __forceinline__ void x_to_shared(float *xs, const float *x, int k) {
 
 constexpr int KMAX = 8192;
 
-/* one matrix: a programmatic dependent of the kernel before */
-__global__ void __launch_bounds__(WARPS * 32, 2) gemv_kernel(Mat M, const float *x, float *y) {
-    __shared__ float xs[KMAX];
-    pdl_trigger();
-    const int lane = threadIdx.x & 31, nw = gridDim.x * WARPS;
-    const int gw = blockIdx.x * WARPS + (threadIdx.x >> 5);
-    uint4 w[G];
-    if (gw < M.m) load_group(M, gw, 0, lane, w);
-    pdl_wait();
-    x_to_shared(xs, x, M.k);
-    gemv_rows(M, xs, y, gw, nw, lane, w);
-}
-
-/* A with the next matrix's weights prefetched into L2: block b issues one
- * bulk L2 prefetch of its share (1/grid) of matrix pf's bytes first thing,
- * so they stream in while this matrix (and the boundary) runs, and the
- * next kernel's loads hit L2. Nothing waits for the prefetch. */
-__global__ void __launch_bounds__(WARPS * 32, 2) gemv_pf_kernel(Mat M, const float *x, float *y, Mat pf) {
+/* one matrix: a programmatic dependent of the kernel before. pf.w set
+ * (variant H): block b first issues one bulk L2 prefetch of its share
+ * (1/grid) of matrix pf's bytes, so that they stream in while this matrix
+ * (and the boundary) runs and the next kernel's loads hit L2; nothing waits
+ * for it. */
+__global__ void __launch_bounds__(WARPS * 32, 2) gemv_kernel(Mat M, const float *x, float *y, Mat pf) {
     __shared__ float xs[KMAX];
     pdl_trigger();
     if (threadIdx.x == 0 && pf.w) {
@@ -763,7 +751,7 @@ int main(int argc, char **argv) {
     const cudaGraphExec_t ga = capture([&] {
         for (int i = 0; i < nm; i++)
             CK(launch_k(i > 0, gemv_kernel, dim3(grid), dim3(WARPS * 32), 0, st, mats[i],
-                        (const float *)buf[i % 2], buf[(i + 1) % 2]));
+                        (const float *)buf[i % 2], buf[(i + 1) % 2], Mat{nullptr, 0, 0}));
     });
     const cudaGraphExec_t gb = capture([&] {
         CK(cudaMemsetAsync(count, 0, 4, st));
@@ -894,24 +882,11 @@ int main(int argc, char **argv) {
         dmax = std::max(dmax, (double)fabsf(ytc[r] - yref[r])), rmax = std::max(rmax, (double)fabsf(yref[r]));
     const bool tc_ok = tc_mode == 1 || tc_mode >= 3 || (dmax <= 1e-3 * rmax && rmax > 0);
 
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     double med[7];
     for (int v = 0; v < 7; v++) {
         if (!staged_fit && (v == 3 || v == 4)) continue;
-        std::vector<float> t;
-        for (int rep = 0; rep < 60; rep++) {
-            CK(cudaEventRecord(e0, st));
-            CK(cudaGraphLaunch(v == 6 ? gg : v == 5 ? gf : v == 4 ? ge : v == 3 ? gd : v == 2 ? gc : v ? gb : ga, st));
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (rep >= 10) t.push_back(ms);
-        }
-        std::sort(t.begin(), t.end());
-        med[v] = t[t.size() / 2];
+        med[v] = graph_median_ms(st, v == 6 ? gg : v == 5 ? gf : v == 4 ? ge : v == 3 ? gd : v == 2 ? gc : v ? gb : ga,
+                                 50, 10);
     }
     printf("persist_probe %s%s: %d matrices, %.3f GB, grid %d x %d threads; outputs %s\n", size,
            head ? " + head" : "", nm, bytes / 1e9, grid, WARPS * 32,
@@ -996,25 +971,12 @@ int main(int argc, char **argv) {
      * layers all reuse layer 0's four matrices (30 MB at 0.6B: they stay in
      * L2), what A would cost if every weight came from L2 */
     {
-        auto timed = [&](cudaGraphExec_t gx) {
-            std::vector<float> t;
-            for (int rep = 0; rep < 60; rep++) {
-                CK(cudaEventRecord(e0, st));
-                CK(cudaGraphLaunch(gx, st));
-                CK(cudaEventRecord(e1, st));
-                CK(cudaEventSynchronize(e1));
-                float ms;
-                CK(cudaEventElapsedTime(&ms, e0, e1));
-                if (rep >= 10) t.push_back(ms);
-            }
-            std::sort(t.begin(), t.end());
-            return (double)t[t.size() / 2];
-        };
+        auto timed = [&](cudaGraphExec_t gx) { return graph_median_ms(st, gx, 50, 10); };
         for (int ahead = 1; ahead <= 3; ahead++) {
             const cudaGraphExec_t gh = capture([&] {
                 for (int i = 0; i < nm; i++) {
                     const Mat none = {nullptr, 0, 0};
-                    CK(launch_k(i > 0, gemv_pf_kernel, dim3(grid), dim3(WARPS * 32), 0, st, mats[i],
+                    CK(launch_k(i > 0, gemv_kernel, dim3(grid), dim3(WARPS * 32), 0, st, mats[i],
                                 (const float *)buf[i % 2], buf[(i + 1) % 2], i + ahead < nm ? mats[i + ahead] : none));
                 }
             });
@@ -1028,7 +990,7 @@ int main(int argc, char **argv) {
             for (int i = 0; i < nm; i++) {
                 const Mat M = i < nm - (head ? 1 : 0) ? mats[i % 4] : mats[i];
                 CK(launch_k(i > 0, gemv_kernel, dim3(grid), dim3(WARPS * 32), 0, st, M,
-                            (const float *)buf[i % 2], buf[(i + 1) % 2]));
+                            (const float *)buf[i % 2], buf[(i + 1) % 2], Mat{nullptr, 0, 0}));
             }
         });
         const double mi = timed(gi);
