@@ -612,12 +612,11 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
     const int64_t at = pos0; /* the step's position (the captured one while capturing) */
     const mtplx_cuda_step *dyn = step_pos(c, &pos0);
     if (bench_skip("attn", n_tok)) return;
-    if (c->paths.flash && n_tok > MTPLX_CUDA_STEP_ROWS)
+    if (c->paths.flash && n_tok > MTPLX_CUDA_STEP_ROWS) {
         CK(mtplx_cuda_attention_flash(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v,
                                       kv_type, pos0, scale, out, dyn),
            "attention (flash)");
-    else
-    {
+    } else {
         cap_attn_range(c, pos0, n_tok,
                        mtplx_cuda_attention_group_from(c->paths.attn_group_from, n_tok, head_dim,
                                                        kv_type, k, v));
