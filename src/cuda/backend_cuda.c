@@ -598,10 +598,12 @@ static void cu_kv_store(mtplx_backend *be, int kv_type, void *kv, int64_t row, c
 static void cap_attn_range(cuda_backend *c, int64_t off, int64_t n, int64_t from) {
     graph_slot *g = c->capturing;
     if (!g || from == MTPLX_CUDA_ATTN_GROUP_NEVER) return; /* (attn_kernel at every position) */
+    /* a replay at step position P runs the op at P + off: attn_kernel while
+     * P < head_end, attn_group_kernel from P = group_start on */
     int64_t at = c->cap_pos0 + off, head_end = from - off - 1, group_start = from - off - n;
-    if (at + 1 < from) g->hi = g->hi < head_end ? g->hi : head_end; /* attn_kernel launched */
+    if (mtplx_cuda_attn_by_head(at, from)) g->hi = g->hi < head_end ? g->hi : head_end;
     else g->lo = g->lo > head_end ? g->lo : head_end;
-    if (at + n >= from) g->lo = g->lo > group_start ? g->lo : group_start; /* attn_group_kernel */
+    if (mtplx_cuda_attn_by_group(at, n, from)) g->lo = g->lo > group_start ? g->lo : group_start;
     else g->hi = g->hi < group_start ? g->hi : group_start;
 }
 
@@ -751,24 +753,20 @@ static int cu_graph_begin(mtplx_backend *be, const mtplx_graph_key *key, const i
     if (!c->graphs || n < 1 || n > MTPLX_CUDA_STEP_ROWS || c->capturing) return MTPLX_GRAPH_NONE;
     /* the key's capture for this position (a key has one a set of
      * attention kernels: graph_slot's lo, hi); else its slot not yet
-     * captured; else, where the key was captured at other positions
-     * (its weights are on the GPU), a new slot to capture at once */
-    graph_slot *g = NULL, *first = NULL;
+     * captured; else a new slot, captured at once where the key was
+     * captured at other positions (its weights are on the GPU) */
+    graph_slot *g = NULL;
+    bool known = false;
     for (int i = 0; i < c->n_gs && !g; i++) {
         graph_slot *s = &c->gs[i];
         if (!key_eq(&s->key, key)) continue;
-        if (!first) first = s;
+        known = true;
         if (s->failed || !s->exec || (pos0 >= s->lo && pos0 < s->hi)) g = s;
-    }
-    if (!g && first) {
-        if (c->n_gs == MAX_GRAPHS) return MTPLX_GRAPH_NONE;
-        g = &c->gs[c->n_gs++];
-        *g = (graph_slot){.key = *key, .seen = 2};
     }
     if (!g) {
         if (c->n_gs == MAX_GRAPHS) return MTPLX_GRAPH_NONE;
         g = &c->gs[c->n_gs++];
-        *g = (graph_slot){.key = *key};
+        *g = (graph_slot){.key = *key, .seen = known ? 2 : 0};
     }
     if (g->failed || (!g->exec && ++g->seen < 2)) {
         c->gstats.plain++;

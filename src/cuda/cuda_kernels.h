@@ -296,11 +296,16 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
 /* The group_from that mtplx_cuda_attention applies: group_from itself where
  * attn_group_kernel takes this step (n_tok <= MTPLX_CUDA_STEP_ROWS; head_dim
  * a multiple of 8 for F16, 4 for F32; 16-byte aligned K and V), else
- * MTPLX_CUDA_ATTN_GROUP_NEVER. A step at position at then launches
- * attn_kernel when at + 1 < from and attn_group_kernel when at + n_tok >=
- * from. */
+ * MTPLX_CUDA_ATTN_GROUP_NEVER. A step of n_tok rows at position at then
+ * launches attn_kernel where its first row is short of from
+ * (mtplx_cuda_attn_by_head) and attn_group_kernel where its last reaches it
+ * (mtplx_cuda_attn_by_group): the backend's graphs follow the same rule. */
 int64_t mtplx_cuda_attention_group_from(int64_t group_from, int64_t n_tok, int head_dim, int kv_type,
                                         const void *k, const void *v);
+static inline bool mtplx_cuda_attn_by_head(int64_t at, int64_t from) { return at + 1 < from; }
+static inline bool mtplx_cuda_attn_by_group(int64_t at, int64_t n_tok, int64_t from) {
+    return at + n_tok >= from;
+}
 /* Once per device, before the first attention: lets attn_group_kernel
  * take more than 48 KB of shared memory. */
 cudaError_t mtplx_cuda_attention_init(void);

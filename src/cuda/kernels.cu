@@ -1465,7 +1465,7 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
     if (head_dim > 32 * ATT_MAXE || n_head % n_head_kv != 0) return cudaErrorInvalidValue;
     if (n_tok <= 0) return cudaSuccess;
     const int64_t from = mtplx_cuda_attention_group_from(group_from, n_tok, head_dim, kv_type, k, v);
-    const bool by_head = at + 1 < from, by_group = at + n_tok >= from;
+    const bool by_head = mtplx_cuda_attn_by_head(at, from), by_group = mtplx_cuda_attn_by_group(at, n_tok, from);
     /* splits: about two blocks a SM at long contexts (the blocks are per
      * KV head with group, per query head without), fixed by the model's
      * head counts (never by n_tok: see attn_kernel) and the scratch */
@@ -1485,8 +1485,9 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
     };
     cudaError_t e = cudaSuccess;
     /* both: the second is a dependent of the first (and waits for it before
-     * it touches the scratch, which they share with other strides) */
-    if (by_head || !by_group) {
+     * it touches the scratch, which they share with other strides); at
+     * least one (a row short of from is by head, else the last reaches it) */
+    if (by_head) {
         mtplx_cuda_attn_split sa = split(false);
         dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)sa.splits);
         e = launch_k(pdl, kv_type == MTPLX_TYPE_F16 ? attn_kernel<true> : attn_kernel<false>, grid,
