@@ -10,8 +10,8 @@
  * the block size it would pick for head_dim, and its reduction order),
  * rope_kernel and store_kernel, so the results match those ops up to how
  * the compiler contracts a*b - c*d (tests/test_cuda.c checks 1e-6).
- * Positions come from the step block when dyn is set (CUDA graphs), as in
- * kernels.cu. F16 and F32 caches only (the CUDA backend has no Q8_0 cache). */
+ * Positions come from the step block when dyn is set (CUDA graphs; dyn_pos),
+ * as in kernels.cu. F16 and F32 caches only (the CUDA backend has no Q8_0 cache). */
 
 /* core.h is C11; this file is C++. */
 #define _Noreturn [[noreturn]]
@@ -45,7 +45,7 @@ __global__ void qk_prep_kernel(float *q, float *k, const float *v, int n_head, i
      * before the first kernel of the chain of dependents started) are read
      * and the sines worked out while the kernel before ends; q, k and v,
      * which kernels of the step write, only after the wait */
-    const int64_t pos = pos0 + (dyn ? dyn->pos0 : 0);
+    const int64_t pos = pos0 + dyn_pos(dyn);
     float *x;
     const float *w;
     void *cache = NULL;

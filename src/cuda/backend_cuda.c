@@ -1,5 +1,6 @@
 /* backend_cuda.c: the CUDA backend: the backend interface (model/backend.h)
- * over the kernels in kernels.cu, one GPU, one stream.
+ * over the kernels in kernels.cu and the other .cu files here, one GPU, one
+ * stream.
  *
  * Activations and KV caches come from buf_alloc, so they are device memory.
  * Weights, norm vectors, biases and RoPE frequencies are the model's host
@@ -111,7 +112,7 @@
  *
  * The step's attention takes one kernel for rows of fewer than
  * paths.attn_group_from positions (1024 unless MTPLX_CUDA_ATTN_GROUP says
- * otherwise) and another from there on (kernels.cu; both where a step
+ * otherwise) and another from there on (attention.cu; both where a step
  * straddles it). So a graph captured at one position may launch other
  * kernels than a plain step would at another: each capture keeps the step
  * positions where its launches hold (graph_slot's lo, hi; cap_attn_range),

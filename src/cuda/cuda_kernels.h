@@ -1,5 +1,6 @@
 /* cuda_kernels.h: the CUDA kernels of the CUDA backend, as plain C entry
- * points (kernels.cu) that the C glue (backend_cuda.c) calls.
+ * points (kernels.cu, attention.cu, mmv*.cu, attn_prep.cu, sample.cu) that
+ * the C glue (backend_cuda.c) calls.
  *
  * Every launcher is asynchronous on `stream`, takes device pointers only and
  * returns the launch's cudaError_t (0 = cudaSuccess). Layouts and meanings are
@@ -244,7 +245,7 @@ cudaError_t mtplx_cuda_add(cudaStream_t s, float *y, const float *x, int64_t n);
  * row0 (+ dyn->pos0) of the KV buffer kv. */
 cudaError_t mtplx_cuda_store_rows(cudaStream_t s, int kv_type, const float *src, void *kv,
                                   int64_t row0, int64_t n, int64_t d, const mtplx_cuda_step *dyn);
-/* The scratch of the attention's split over positions (kernels.cu,
+/* The scratch of the attention's split over positions (attention.cu,
  * attn_kernel and attn_group_kernel), one a backend: part holds
  * MTPLX_CUDA_STEP_ROWS x slots partials of 2 + 256 floats, cnt
  * MTPLX_CUDA_STEP_ROWS x MTPLX_CUDA_ATTN_MAX_HEADS counters, zeroed once. A

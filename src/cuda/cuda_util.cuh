@@ -1,5 +1,5 @@
 /* cuda_util.cuh: the small helpers every .cu file of the CUDA backend uses
- * (kernels.cu, mmv.cu, mmv_tc.cu, attn_prep.cu). Each file includes it inside nothing
+ * (kernels.cu, attention.cu, mmv.cu, mmv_tc.cu, attn_prep.cu). Each file includes it inside nothing
  * else: the helpers sit in an anonymous namespace, one copy per file.
  *
  * The scalar ones are __host__ __device__ so that a host build of the
@@ -12,6 +12,8 @@
  * (PDL, sm_90): see launch_k. */
 #ifndef MTPLX_CUDA_UTIL_CUH
 #define MTPLX_CUDA_UTIL_CUH
+
+#include "cuda/cuda_kernels.h"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -83,6 +85,9 @@ HD void q4k_sub_scales(const uint4 &h, int j, float &scale, float &min) {
     scale = d * (float)s;
     min = dmin * (float)m;
 }
+
+/* the step block's position (CUDA graphs: cuda_kernels.h's mtplx_cuda_step), 0 without one */
+__device__ __forceinline__ int64_t dyn_pos(const mtplx_cuda_step *dyn) { return dyn ? dyn->pos0 : 0; }
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
