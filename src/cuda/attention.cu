@@ -487,6 +487,380 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
     }
 }
 
+/* ---- step attention by KV head on tensor cores (attn_mma_kernel) ----
+ * attn_group_kernel's block walks its tiles in three phases a tile (scores,
+ * factors, P.V) between barriers, on CUDA cores, with much index arithmetic:
+ * ncu at 4096 positions (0.6B decode) counted ~250 warp instructions for
+ * each position and KV head, 30% of issue slots busy and 4 warps a
+ * scheduler waiting at barriers; 23 us a layer for 16.8 MB of cache
+ * (bench/RESULTS.md section 36). Here block (KV head g, run sp, chunk of
+ * AM_RC qvs, as attn_group_kernel) is AM_WARPS warps, each streaming its own
+ * sub-tiles of AM_T positions through its own two shared-memory stages
+ * (cp.async, no block barrier in the loop). Sub-tile j holds positions
+ * [AM_T j, AM_T j + AM_T) and belongs to warp j % AM_WARPS, so which warp
+ * sees a position depends on the position alone. A sub-tile is
+ *   S = Q K^T  (mma m16n8k16, f16 in, f32 out: the block's 16 qvs x 16
+ *               positions; Q in registers as f16 hi + lo of q scale 2^e,
+ *               e a qv's own exponent that puts its largest |value| at
+ *               2^13..2^14, so that both halves keep their bits),
+ *   per qv: the sub-tile's max over its run's positions, M = max(M, that),
+ *   c = exp(M_old - M), w = exp(s - M), l = l c + the w's (a fixed tree),
+ *   O = O c + P V  (P = w 2^12 as f16 hi + lo, V straight from the stage by
+ *                   ldmatrix.trans).
+ * Each of those is per qv (an mma row's result does not depend on the other
+ * rows), so a qv's numbers depend on its run alone: a token's row is the
+ * same bits in a decode step and in a verify step. The warps' (M, l, O) are
+ * merged in warp order, then the runs as attn_group_kernel's (partials, the
+ * last block merges). F16 cache and head_dim 64 or 128 only
+ * (mtplx_cuda_attention picks attn_group_kernel otherwise). */
+#ifndef AM_TMA
+#define AM_TMA 0 /* the stages filled by bulk copies (TMA) instead of cp.async */
+#endif
+constexpr int AM_WARPS = 4, AM_T = 16, AM_RC = 16;
+constexpr float AM_PSCALE = 4096.f; /* 2^12: P's hi / lo stay clear of f16's subnormals */
+__host__ __device__ constexpr int am_rs(int hd) { return hd / 8 + 1; } /* 16-byte units a staged row (odd: ldmatrix's 8 rows hit 8 bank groups) */
+size_t am_smem_bytes(int hd) {
+    size_t stages = (size_t)AM_WARPS * 2 * 2 * AM_T * am_rs(hd) * 16;
+    size_t merge = (size_t)AM_WARPS * AM_RC * (hd + 2) * 4;
+    return stages > merge ? stages : merge;
+}
+bool am_ok(int hd, bool f16) { return f16 && (hd == 64 || hd == 128); }
+
+__device__ __forceinline__ void cp_async16z(void *dst, const void *src, bool ok) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(ok ? 16 : 0)
+                 : "memory");
+}
+/* MTPLX_ATTN_TRACE (tools/cuda_attn_bench.sh builds a variant with it):
+ * thread 0 of each block of attn_mma_kernel stamps the global timer at its
+ * phases into am_trace[block][AM_TRACE_N]; mtplx_cuda_attn_trace reads them. */
+#ifdef MTPLX_ATTN_TRACE
+constexpr int AM_TRACE_N = 8, AM_TRACE_BLOCKS = 4096;
+__device__ unsigned long long am_trace[AM_TRACE_BLOCKS][AM_TRACE_N];
+__device__ __forceinline__ void am_stamp(int k) {
+    unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    if (threadIdx.x == 0 && b < AM_TRACE_BLOCKS) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        am_trace[b][k] = t;
+    }
+}
+#else
+__device__ __forceinline__ void am_stamp(int) {}
+#endif
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void *p) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* (a, b) as f16 pairs hi + lo (a in the low half, as mma's fragments) */
+__device__ __forceinline__ void split_h2(float a, float b, uint32_t &hi, uint32_t &lo) {
+    __half2 h = __floats2half2_rn(a, b);
+    float2 f = __half22float2(h);
+    __half2 l = __floats2half2_rn(__fsub_rn(a, f.x), __fsub_rn(b, f.y));
+    hi = *(const uint32_t *)&h, lo = *(const uint32_t *)&l;
+}
+
+template <int HDIM>
+__global__ void __launch_bounds__(AM_WARPS * 32, 3)
+    attn_mma_kernel(const float *__restrict__ q, int n_tok, int n_head, int n_head_kv,
+                    const __half *__restrict__ K, const __half *__restrict__ V, int64_t pos0,
+                    float scale, float *__restrict__ out, const mtplx_cuda_step *__restrict__ dyn,
+                    mtplx_cuda_attn_split sa) {
+    constexpr int KS = HDIM / 16, NT = HDIM / 8, RS = am_rs(HDIM), CPR = HDIM / 8; /* k steps, n tiles, units */
+    extern __shared__ uint4 am_sm[];
+    __shared__ int s_lo[AM_RC], s_hi[AM_RC], s_ns[AM_RC], s_u0, s_u1;
+    __shared__ float s_f[AM_RC][AM_WARPS + 2]; /* a qv's warp factors, then M and l */
+    __shared__ bool s_last[AM_RC];
+    am_stamp(0);
+    pdl_trigger(), pdl_wait(); /* (launch_k) */
+    am_stamp(1);
+    pos0 += dyn_pos(dyn);
+    const int g = blockIdx.x, sp = blockIdx.y, grp = n_head / n_head_kv;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+    const int i0 = blockIdx.z * AM_RC, nq = min(AM_RC, n_tok * grp - i0);
+    auto tok_head = [&](int i) { return (i0 + i) / grp * n_head + g * grp + (i0 + i) % grp; };
+
+    /* each qv's run [lo, hi) of this split (empty past its ns), their union */
+    if (threadIdx.x == 0) s_u0 = INT_MAX, s_u1 = 0;
+    __syncthreads();
+    if (threadIdx.x < AM_RC) {
+        int i = threadIdx.x, lo = 0, hi = 0, ns = 1;
+        if (i < nq) {
+            int64_t n_kv = pos0 + (i0 + i) / grp + 1;
+            ns = attn_splits(n_kv, sa);
+            if (sp < ns && n_kv >= sa.from) { /* (else no run here: attn_kernel's row) */
+                int64_t len = (n_kv + ns - 1) / ns;
+                lo = (int)(sp * len), hi = (int)min(n_kv, (int64_t)(sp + 1) * len);
+                atomicMin(&s_u0, lo), atomicMax(&s_u1, hi);
+            }
+        }
+        s_lo[i] = lo, s_hi[i] = hi, s_ns[i] = ns, s_last[i] = false;
+    }
+    const bool merging = __syncthreads_or(threadIdx.x < AM_RC && s_ns[threadIdx.x] > 1 &&
+                                          s_lo[threadIdx.x] < s_hi[threadIdx.x]);
+    const int u0 = s_u0, u1 = s_u1;
+    if (u1 <= u0) return;
+
+    am_stamp(2);
+    /* this lane's rows of Q (qvs gq, gq + 8) as mma A fragments, hi and lo,
+     * of q scale 2^e: e puts the row's largest |value| in [2^13, 2^14) (the
+     * row's 4 lanes tq hold all of it) */
+    uint32_t qh[KS][4], ql[KS][4];
+    int lo_r[2], hi_r[2];
+    float einv[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int i = gq + 8 * r;
+        const bool live = i < nq && s_lo[i] < s_hi[i];
+        lo_r[r] = s_lo[i], hi_r[r] = s_hi[i];
+        const float *qp = q + (size_t)(live ? tok_head(i) : 0) * HDIM;
+        float2 x[KS][2];
+        float mx = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                x[ks][h] = live ? __ldcg((const float2 *)(qp + 16 * ks + 2 * tq + 8 * h)) : make_float2(0.f, 0.f);
+                x[ks][h].x *= scale, x[ks][h].y *= scale;
+                mx = fmaxf(mx, fmaxf(fabsf(x[ks][h].x), fabsf(x[ks][h].y)));
+            }
+        mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
+        int ex = 0;
+        if (mx > 0.f && mx <= 3.0e38f) frexpf(mx, &ex);
+        const int e = mx > 0.f && mx <= 3.0e38f ? 14 - ex : 0;
+        const float f = ldexpf(1.f, e);
+        einv[r] = ldexpf(1.f, -e);
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                split_h2(x[ks][h].x * f, x[ks][h].y * f, qh[ks][2 * h + r], ql[ks][2 * h + r]);
+    }
+
+    const size_t prow = (size_t)n_head_kv * HDIM * 2; /* bytes from one position to the next */
+    const char *kb = (const char *)K + (size_t)g * HDIM * 2, *vb = (const char *)V + (size_t)g * HDIM * 2;
+    uint4 *wsm = am_sm + (size_t)warp * 2 * 2 * AM_T * RS; /* [stage][K, V][AM_T][RS] */
+#if AM_TMA
+    __shared__ __align__(8) unsigned long long s_bar[AM_WARPS][2];
+    const unsigned bar0 = (unsigned)__cvta_generic_to_shared(&s_bar[warp][0]), bar1 = bar0 + 8;
+    unsigned par = 0; /* bit st: the phase stage st's barrier is in */
+    if (lane == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0) : "memory");
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar1) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncwarp();
+#endif
+    /* sub-tile j's rows of [u0, u1) into stage st (zeros elsewhere: past u1
+     * the cache may not exist, and V's zeros keep P V finite) */
+    auto issue = [&](int j, int st) {
+        uint4 *ks = wsm + (size_t)st * 2 * AM_T * RS, *vs = ks + AM_T * RS;
+#if AM_TMA
+        /* lane r < 16: K row r, lane 16 + r: V row r, one bulk copy each */
+        const int r = lane & 15, p = j * AM_T + r;
+        const bool ok = p >= u0 && p < u1;
+        const unsigned bar = st ? bar1 : bar0, rows = __popc(__ballot_sync(0xFFFFFFFFu, ok && lane < 16));
+        uint4 *dst = (lane < 16 ? ks : vs) + r * RS;
+        if (!ok) /* (zeros: past u1 the cache may not exist; V's zeros keep P V finite) */
+            for (int c = 0; c < CPR; c++) dst[c] = make_uint4(0, 0, 0, 0);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        if (lane == 0)
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(rows * 2 * HDIM * 2)
+                         : "memory");
+        __syncwarp();
+        if (ok)
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                             (unsigned)__cvta_generic_to_shared(dst)),
+                         "l"((lane < 16 ? kb : vb) + (size_t)p * prow), "r"(HDIM * 2), "r"(bar)
+                         : "memory");
+#else
+#pragma unroll
+        for (int k = 0; k < AM_T * CPR / 32; k++) {
+            int idx = lane + 32 * k, r = idx / CPR, c = idx % CPR, p = j * AM_T + r;
+            bool ok = p >= u0 && p < u1;
+            size_t at = (size_t)(ok ? p : u0) * prow + (size_t)c * 16;
+            cp_async16z(ks + r * RS + c, kb + at, ok);
+            cp_async16z(vs + r * RS + c, vb + at, ok);
+        }
+        cp_async_commit();
+#endif
+    };
+
+    float acc[NT][4];
+#pragma unroll
+    for (int n = 0; n < NT; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+    float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.f, 0.f};
+    const int j0 = u0 / AM_T, j1 = (u1 - 1) / AM_T;
+    const int jf = j0 + (warp - j0 % AM_WARPS + AM_WARPS) % AM_WARPS; /* this warp's first */
+    const int mi = lane >> 3, rr = lane & 7; /* ldmatrix: this lane's matrix and row */
+    if (jf <= j1) issue(jf, 0);
+    for (int j = jf, st = 0; j <= j1; j += AM_WARPS, st ^= 1) {
+#if AM_TMA
+        if (j + AM_WARPS <= j1) issue(j + AM_WARPS, st ^ 1);
+        asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W;\n}" ::"r"(
+                         st ? bar1 : bar0),
+                     "r"((par >> st) & 1)
+                     : "memory");
+        par ^= 1u << st;
+#else
+        if (j + AM_WARPS <= j1) {
+            issue(j + AM_WARPS, st ^ 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+#endif
+        __syncwarp();
+        const uint4 *ks = wsm + (size_t)st * 2 * AM_T * RS, *vs = ks + AM_T * RS;
+
+        /* S: [n tile: positions 8 nt..][c0 qv gq pos 2 tq, c1 +1, c2 qv gq + 8, c3] */
+        float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+        for (int k = 0; k < KS; k++) {
+            uint32_t b[4]; /* (positions 0-7, dims lo), (0-7, hi), (8-15, lo), (8-15, hi) */
+            ldsm_x4(b, ks + (8 * (mi >> 1) + rr) * RS + 2 * k + (mi & 1));
+            mma_f16(s[0], qh[k], b[0], b[1]);
+            mma_f16(s[0], ql[k], b[0], b[1]);
+            mma_f16(s[1], qh[k], b[2], b[3]);
+            mma_f16(s[1], ql[k], b[2], b[3]);
+        }
+        /* per qv row: the run's positions, the sub-tile max, c, w, l */
+        const int pb = j * AM_T;
+        float c_r[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    int p = pb + 8 * nt + 2 * tq + e;
+                    float v = p >= lo_r[r] && p < hi_r[r] ? s[nt][2 * r + e] * einv[r] : -INFINITY;
+                    s[nt][2 * r + e] = v;
+                    mx = fmaxf(mx, v);
+                }
+            mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
+            const float mn = fmaxf(m_r[r], mx);
+            c_r[r] = mn == -INFINITY ? 1.f : expf(m_r[r] - mn);
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float v = s[nt][2 * r + e];
+                    s[nt][2 * r + e] = v == -INFINITY ? 0.f : expf(v - mn);
+                }
+            float t = __fadd_rn(__fadd_rn(s[0][2 * r], s[0][2 * r + 1]), __fadd_rn(s[1][2 * r], s[1][2 * r + 1]));
+            t = __fadd_rn(t, __shfl_xor_sync(0xFFFFFFFFu, t, 1));
+            t = __fadd_rn(t, __shfl_xor_sync(0xFFFFFFFFu, t, 2));
+            l_r[r] = __fadd_rn(__fmul_rn(l_r[r], c_r[r]), t);
+            m_r[r] = mn;
+        }
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            acc[n][0] = __fmul_rn(acc[n][0], c_r[0]), acc[n][1] = __fmul_rn(acc[n][1], c_r[0]);
+            acc[n][2] = __fmul_rn(acc[n][2], c_r[1]), acc[n][3] = __fmul_rn(acc[n][3], c_r[1]);
+        }
+        /* P as the A fragment: a0 (qv gq, positions 2 tq..), a1 (qv gq + 8), a2, a3 (positions 8 + 2 tq..) */
+        uint32_t ph[4], pl[4];
+        split_h2(s[0][0] * AM_PSCALE, s[0][1] * AM_PSCALE, ph[0], pl[0]);
+        split_h2(s[0][2] * AM_PSCALE, s[0][3] * AM_PSCALE, ph[1], pl[1]);
+        split_h2(s[1][0] * AM_PSCALE, s[1][1] * AM_PSCALE, ph[2], pl[2]);
+        split_h2(s[1][2] * AM_PSCALE, s[1][3] * AM_PSCALE, ph[3], pl[3]);
+#pragma unroll
+        for (int n = 0; n < NT; n += 2) {
+            uint32_t b[4]; /* V^T: (positions 0-7, dims 8n..), (8-15, 8n..), (0-7, 8n + 8..), (8-15, 8n + 8..) */
+            ldsm_x4_t(b, vs + (8 * (mi & 1) + rr) * RS + n + (mi >> 1));
+            mma_f16(acc[n], ph, b[0], b[1]);
+            mma_f16(acc[n], pl, b[0], b[1]);
+            mma_f16(acc[n + 1], ph, b[2], b[3]);
+            mma_f16(acc[n + 1], pl, b[2], b[3]);
+        }
+        __syncwarp(); /* the stage is read before it is refilled */
+    }
+
+    /* the warps' (M, l, O 2^12) through shared memory, merged in warp order */
+    am_stamp(3); /* (warp 0's loop) */
+    __syncthreads(); /* every warp is done with its stages */
+    am_stamp(4);
+    float *mb = (float *)am_sm; /* [AM_WARPS][AM_RC][HDIM + 2] */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float *row = mb + ((size_t)warp * AM_RC + gq + 8 * r) * (HDIM + 2);
+        if (tq == 0) row[0] = m_r[r], row[1] = l_r[r];
+#pragma unroll
+        for (int n = 0; n < NT; n++) row[2 + 8 * n + 2 * tq] = acc[n][2 * r], row[3 + 8 * n + 2 * tq] = acc[n][2 * r + 1];
+    }
+    __syncthreads();
+    if (threadIdx.x < nq) {
+        const int i = threadIdx.x;
+        float M = -INFINITY, L = 0.f;
+#pragma unroll
+        for (int w = 0; w < AM_WARPS; w++) M = fmaxf(M, mb[((size_t)w * AM_RC + i) * (HDIM + 2)]);
+#pragma unroll
+        for (int w = 0; w < AM_WARPS; w++) {
+            const float *row = mb + ((size_t)w * AM_RC + i) * (HDIM + 2);
+            float f = row[1] > 0.f ? expf(row[0] - M) : 0.f;
+            s_f[i][w] = f;
+            L = __fadd_rn(L, __fmul_rn(row[1], f));
+        }
+        s_f[i][AM_WARPS] = M, s_f[i][AM_WARPS + 1] = L;
+    }
+    __syncthreads();
+    const size_t stride = (size_t)HDIM + 2;
+    for (int idx = threadIdx.x; idx < nq * HDIM; idx += AM_WARPS * 32) {
+        const int i = idx / HDIM, d = idx % HDIM;
+        if (s_lo[i] >= s_hi[i]) continue;
+        float o = 0.f;
+#pragma unroll
+        for (int w = 0; w < AM_WARPS; w++) o = __fadd_rn(o, __fmul_rn(mb[((size_t)w * AM_RC + i) * (HDIM + 2) + 2 + d], s_f[i][w]));
+        o = __fmul_rn(o, 1.f / AM_PSCALE);
+        const int th = tok_head(i);
+        if (s_ns[i] == 1) {
+            out[(size_t)th * HDIM + d] = o / s_f[i][AM_WARPS + 1];
+        } else {
+            float *mine = sa.part + ((size_t)th * sa.splits + sp) * stride;
+            mine[2 + d] = o;
+            if (d == 0) mine[0] = s_f[i][AM_WARPS], mine[1] = s_f[i][AM_WARPS + 1];
+        }
+    }
+    am_stamp(5);
+    if (!merging) return;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x < nq && s_ns[threadIdx.x] > 1 && s_lo[threadIdx.x] < s_hi[threadIdx.x]) {
+        int i = threadIdx.x;
+        s_last[i] = atomicAdd(sa.cnt + tok_head(i), 1) == s_ns[i] - 1;
+    }
+    __syncthreads();
+    am_stamp(6);
+    __threadfence();
+    /* the last block of a qv merges its runs, a warp each */
+    for (int i = warp; i < nq; i += AM_WARPS) {
+        if (!s_last[i]) continue;
+        int th = tok_head(i);
+        attn_merge_warp(sa.part + (size_t)th * sa.splits * stride, s_ns[i], stride, HDIM, out + (size_t)th * HDIM, lane);
+        if (lane == 0) sa.cnt[th] = 0; /* for the next launch */
+    }
+    __syncthreads();
+    am_stamp(7);
+}
+
 /* ---- flash-style attention for prefill (n_tok > MTPLX_CUDA_STEP_ROWS) ----
  * attn_kernel reads the whole causal prefix once per (token, head): fine for
  * a step of a few rows, n_tok times the K/V traffic for a prefill. Here a
@@ -633,6 +1007,16 @@ cudaError_t launch_fa(cudaStream_t s, const float *q, int64_t n_tok, int n_head,
 
 extern "C" {
 
+#ifdef MTPLX_ATTN_TRACE
+/* attn_mma_kernel's stamps of the last launch (MTPLX_ATTN_TRACE builds) */
+int mtplx_cuda_attn_trace(unsigned long long *host, int blocks) {
+    if (blocks > AM_TRACE_BLOCKS) blocks = AM_TRACE_BLOCKS;
+    return cudaMemcpyFromSymbol(host, am_trace, sizeof(unsigned long long) * AM_TRACE_N * blocks) == cudaSuccess
+               ? blocks
+               : -1;
+}
+#endif
+
 size_t mtplx_cuda_attn_part_bytes(int slots) {
     return (size_t)MTPLX_CUDA_STEP_ROWS * (size_t)slots * (2 + 32 * ATT_MAXE) * sizeof(float);
 }
@@ -654,6 +1038,12 @@ cudaError_t mtplx_cuda_attention_init(void) {
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(attn_group_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  most);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(attn_mma_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)am_smem_bytes(64));
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(attn_mma_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)am_smem_bytes(128));
     return e;
 }
 
@@ -696,7 +1086,15 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
                      out, dyn, sa);
         pdl = true;
     }
-    if (by_group && e == cudaSuccess) {
+    if (by_group && e == cudaSuccess && am_ok(head_dim, kv_type == MTPLX_TYPE_F16) &&
+        !(scr && scr->group_kind == 1)) {
+        mtplx_cuda_attn_split sa = split(true);
+        int64_t chunks = (n_tok * (n_head / n_head_kv) + AM_RC - 1) / AM_RC;
+        dim3 grid((unsigned)n_head_kv, (unsigned)sa.splits, (unsigned)chunks);
+        e = launch_k(pdl, head_dim == 64 ? attn_mma_kernel<64> : attn_mma_kernel<128>, grid,
+                     dim3(AM_WARPS * 32), am_smem_bytes(head_dim), s, q, (int)n_tok, n_head,
+                     n_head_kv, (const __half *)k, (const __half *)v, pos0, scale, out, dyn, sa);
+    } else if (by_group && e == cudaSuccess) {
         mtplx_cuda_attn_split sa = split(true);
         bool f16 = kv_type == MTPLX_TYPE_F16;
         sa.tile = ga_tile(head_dim, f16, scr ? scr->tile : 0);

@@ -261,6 +261,10 @@ typedef struct {
     int slots, chunk, n_sm;
     int per_sm; /* blocks a SM the split aims at (2; MTPLX_CUDA_ATTN_SPLITS, measurements) */
     int tile; /* attn_group_kernel's positions a tile: 16, 32, 64 or 0 (its choice) */
+    /* a KV-head step's kernel: 0 attn_mma_kernel where it runs (F16 cache,
+     * head_dim 64 or 128; tensor cores), else attn_group_kernel; 1
+     * attn_group_kernel always (MTPLX_CUDA_ATTN_MMA=0) */
+    int group_kind;
 } mtplx_cuda_attn_scratch;
 size_t mtplx_cuda_attn_part_bytes(int slots);
 /* what attn_kernel is given: the scratch, this launch's splits (and
