@@ -233,10 +233,10 @@ int main(int argc, char **argv) {
         fill_half<<<1024, 256>>>(V[l], kv_elems, 2 * l + 2);
     }
     size_t qn = (size_t)MTPLX_CUDA_STEP_ROWS * n_head * hd;
-    float *q, *out[3], *out1;
+    float *q, *out[4], *out1;
     CK(cudaMalloc(&q, qn * 4));
     fill_float<<<256, 256>>>(q, qn, 7);
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         CK(cudaMalloc(&out[k], qn * 4));
     CK(cudaMalloc(&out1, qn * 4));
     mtplx_cuda_attn_scratch scr;
@@ -251,16 +251,17 @@ int main(int argc, char **argv) {
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     const float scale = 1.f / sqrtf((float)hd);
-    /* kinds: 0 attn_mma_kernel, 1 attn_group_kernel, 2 attn_kernel */
+    /* kinds: 0 attn_mma_kernel (cp.async), 1 attn_group_kernel, 2 attn_kernel, 3
+     * attn_mma_kernel (TMA) */
     auto call = [&](int l, long pos, long n, int kind, float *o) {
-        int64_t from = kind < 2 ? 1 : MTPLX_CUDA_ATTN_GROUP_NEVER;
-        scr.group_kind = kind == 1;
+        int64_t from = kind != 2 ? 1 : MTPLX_CUDA_ATTN_GROUP_NEVER;
+        scr.group_kind = kind == 1, scr.tma = kind == 3;
         CK(mtplx_cuda_attention(st, q, n, n_head, n_kv, hd, K[l], V[l], MTPLX_TYPE_F16, pos, scale,
                                 o, NULL, true, &scr, from, pos));
     };
-    const char *kname[3] = {"mma", "group", "head"};
+    const char *kname[4] = {"mma", "group", "head", "tma"};
     std::vector<int> kinds;
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         if (("," + which + ",").find("," + std::string(kname[k]) + ",") != std::string::npos)
             kinds.push_back(k);
 
@@ -358,7 +359,7 @@ int main(int argc, char **argv) {
         long pos = 0, n = 1;
         char kn[16] = "mma";
         sscanf(one, "%ld,%ld,%15s", &pos, &n, kn);
-        int kind = !strcmp(kn, "head") ? 2 : !strcmp(kn, "group") ? 1 : 0;
+        int kind = !strcmp(kn, "head") ? 2 : !strcmp(kn, "group") ? 1 : !strcmp(kn, "tma") ? 3 : 0;
         for (int i = 0; i < 10; i++)
             call(i % layers, pos, n, kind, out[0]);
         CK(cudaStreamSynchronize(st));
@@ -378,7 +379,7 @@ int main(int argc, char **argv) {
             printf("%-6s %-5s %-6s %10s %9s %8s %12s\n", "pos", "rows", "kernel", "us a call",
                    "GB/s", "x n=1", "|diff| rel");
             for (long pos : positions) {
-                double base[3] = {0, 0, 0};
+                double base[4] = {0, 0, 0, 0};
                 for (long n : rows) {
                     for (int kind : kinds) {
                         cudaGraph_t g;
@@ -418,7 +419,7 @@ int main(int argc, char **argv) {
                             CK(mtplx_cuda_attention(
                                 st, q + (n - 1) * rn, 1, n_head, n_kv, hd, K[layers - 1],
                                 V[layers - 1], MTPLX_TYPE_F16, pos + n - 1, scale, out1, NULL, true,
-                                &scr, kind < 2 ? 1 : MTPLX_CUDA_ATTN_GROUP_NEVER, pos + n - 1));
+                                &scr, kind != 2 ? 1 : MTPLX_CUDA_ATTN_GROUP_NEVER, pos + n - 1));
                             CK(cudaStreamSynchronize(st));
                             CK(cudaMemcpy(b.data(), out1, rn * 4, cudaMemcpyDeviceToHost));
                             same = memcmp(a.data(), b.data(), rn * 4) ? "  last row alone DIFFERS"

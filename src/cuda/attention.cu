@@ -4,8 +4,9 @@
  * A step (decode, or a verify step of at most MTPLX_CUDA_STEP_ROWS rows):
  * one block per (token, head) with an online softmax per warp (attn_kernel),
  * or for a row of 1024 positions or more one per KV head serving all the
- * step's queries of its group (attn_group_kernel; MTPLX_CUDA_ATTN_GROUP=N
- * moves the threshold); both split a long context over blocks
+ * step's queries of its group (MTPLX_CUDA_ATTN_GROUP=N moves the threshold):
+ * attn_mma_kernel on tensor cores for an F16 cache and head_dim 64 or 128,
+ * attn_group_kernel otherwise; all split a long context over blocks
  * (flash-decoding) and merge the runs in a fixed order, so a row is the same
  * bits in a decode step and in a verify step. For a prefill, fa_kernel tiles
  * queries and keys through shared memory. All math is f32, as the CPU's.
@@ -513,22 +514,24 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
  * merged in warp order, then the runs as attn_group_kernel's (partials, the
  * last block merges). F16 cache and head_dim 64 or 128 only
  * (mtplx_cuda_attention picks attn_group_kernel otherwise). */
-#ifndef AM_TMA
-#define AM_TMA 0 /* the stages filled by bulk copies (TMA) instead of cp.async */
-#endif
 constexpr int AM_WARPS = 4, AM_T = 16, AM_RC = 16;
 constexpr float AM_PSCALE = 4096.f; /* 2^12: P's hi / lo stay clear of f16's subnormals */
-__host__ __device__ constexpr int am_rs(int hd) { return hd / 8 + 1; } /* 16-byte units a staged row (odd: ldmatrix's 8 rows hit 8 bank groups) */
+__host__ __device__ constexpr int am_rs(int hd) {
+    return hd / 8 + 1;
+} /* 16-byte units a staged row (odd: ldmatrix's 8 rows hit 8 bank groups) */
 size_t am_smem_bytes(int hd) {
     size_t stages = (size_t)AM_WARPS * 2 * 2 * AM_T * am_rs(hd) * 16;
     size_t merge = (size_t)AM_WARPS * AM_RC * (hd + 2) * 4;
     return stages > merge ? stages : merge;
 }
-bool am_ok(int hd, bool f16) { return f16 && (hd == 64 || hd == 128); }
+bool am_ok(int hd, bool f16) {
+    return f16 && (hd == 64 || hd == 128);
+}
 
 __device__ __forceinline__ void cp_async16z(void *dst, const void *src, bool ok) {
     unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(ok ? 16 : 0)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src),
+                 "r"(ok ? 16 : 0)
                  : "memory");
 }
 /* MTPLX_ATTN_TRACE (tools/cuda_attn_bench.sh builds a variant with it):
@@ -560,7 +563,8 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void *p) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(a));
 }
-__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
                  "{%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -574,13 +578,14 @@ __device__ __forceinline__ void split_h2(float a, float b, uint32_t &hi, uint32_
     hi = *(const uint32_t *)&h, lo = *(const uint32_t *)&l;
 }
 
-template <int HDIM>
+template <int HDIM, bool TMA /* the stages filled by bulk copies instead of cp.async */>
 __global__ void __launch_bounds__(AM_WARPS * 32, 3)
     attn_mma_kernel(const float *__restrict__ q, int n_tok, int n_head, int n_head_kv,
                     const __half *__restrict__ K, const __half *__restrict__ V, int64_t pos0,
                     float scale, float *__restrict__ out, const mtplx_cuda_step *__restrict__ dyn,
                     mtplx_cuda_attn_split sa) {
-    constexpr int KS = HDIM / 16, NT = HDIM / 8, RS = am_rs(HDIM), CPR = HDIM / 8; /* k steps, n tiles, units */
+    constexpr int KS = HDIM / 16, NT = HDIM / 8, RS = am_rs(HDIM),
+                  CPR = HDIM / 8; /* k steps, n tiles, units */
     extern __shared__ uint4 am_sm[];
     __shared__ int s_lo[AM_RC], s_hi[AM_RC], s_ns[AM_RC], s_u0, s_u1;
     __shared__ float s_f[AM_RC][AM_WARPS + 2]; /* a qv's warp factors, then M and l */
@@ -634,7 +639,8 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
         for (int ks = 0; ks < KS; ks++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                x[ks][h] = live ? __ldcg((const float2 *)(qp + 16 * ks + 2 * tq + 8 * h)) : make_float2(0.f, 0.f);
+                x[ks][h] = live ? __ldcg((const float2 *)(qp + 16 * ks + 2 * tq + 8 * h))
+                                : make_float2(0.f, 0.f);
                 x[ks][h].x *= scale, x[ks][h].y *= scale;
                 mx = fmaxf(mx, fmaxf(fabsf(x[ks][h].x), fabsf(x[ks][h].y)));
             }
@@ -653,78 +659,81 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
     }
 
     const size_t prow = (size_t)n_head_kv * HDIM * 2; /* bytes from one position to the next */
-    const char *kb = (const char *)K + (size_t)g * HDIM * 2, *vb = (const char *)V + (size_t)g * HDIM * 2;
+    const char *kb = (const char *)K + (size_t)g * HDIM * 2,
+               *vb = (const char *)V + (size_t)g * HDIM * 2;
     uint4 *wsm = am_sm + (size_t)warp * 2 * 2 * AM_T * RS; /* [stage][K, V][AM_T][RS] */
-#if AM_TMA
+    /* TMA: a barrier a stage, par bit st the phase stage st's is in */
     __shared__ __align__(8) unsigned long long s_bar[AM_WARPS][2];
     const unsigned bar0 = (unsigned)__cvta_generic_to_shared(&s_bar[warp][0]), bar1 = bar0 + 8;
-    unsigned par = 0; /* bit st: the phase stage st's barrier is in */
-    if (lane == 0) {
+    unsigned par = 0;
+    if (TMA && lane == 0) {
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0) : "memory");
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar1) : "memory");
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncwarp();
-#endif
     /* sub-tile j's rows of [u0, u1) into stage st (zeros elsewhere: past u1
      * the cache may not exist, and V's zeros keep P V finite) */
     auto issue = [&](int j, int st) {
         uint4 *ks = wsm + (size_t)st * 2 * AM_T * RS, *vs = ks + AM_T * RS;
-#if AM_TMA
-        /* lane r < 16: K row r, lane 16 + r: V row r, one bulk copy each */
-        const int r = lane & 15, p = j * AM_T + r;
-        const bool ok = p >= u0 && p < u1;
-        const unsigned bar = st ? bar1 : bar0, rows = __popc(__ballot_sync(0xFFFFFFFFu, ok && lane < 16));
-        uint4 *dst = (lane < 16 ? ks : vs) + r * RS;
-        if (!ok) /* (zeros: past u1 the cache may not exist; V's zeros keep P V finite) */
-            for (int c = 0; c < CPR; c++) dst[c] = make_uint4(0, 0, 0, 0);
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        if (lane == 0)
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(rows * 2 * HDIM * 2)
-                         : "memory");
-        __syncwarp();
-        if (ok)
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                             (unsigned)__cvta_generic_to_shared(dst)),
-                         "l"((lane < 16 ? kb : vb) + (size_t)p * prow), "r"(HDIM * 2), "r"(bar)
-                         : "memory");
-#else
+        if constexpr (TMA) {
+            /* lane r < 16: K row r, lane 16 + r: V row r, one bulk copy each */
+            const int r = lane & 15, p = j * AM_T + r;
+            const bool ok = p >= u0 && p < u1;
+            const unsigned bar = st ? bar1 : bar0;
+            const unsigned rows = __popc(__ballot_sync(0xFFFFFFFFu, ok && lane < 16));
+            uint4 *dst = (lane < 16 ? ks : vs) + r * RS;
+            if (!ok)
+                for (int c = 0; c < CPR; c++)
+                    dst[c] = make_uint4(0, 0, 0, 0);
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            if (lane == 0)
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
+                             "r"(rows * 2 * HDIM * 2)
+                             : "memory");
+            __syncwarp();
+            if (ok)
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                             "[%0], [%1], %2, [%3];" ::"r"((unsigned)__cvta_generic_to_shared(dst)),
+                             "l"((lane < 16 ? kb : vb) + (size_t)p * prow), "r"(HDIM * 2), "r"(bar)
+                             : "memory");
+        } else {
 #pragma unroll
-        for (int k = 0; k < AM_T * CPR / 32; k++) {
-            int idx = lane + 32 * k, r = idx / CPR, c = idx % CPR, p = j * AM_T + r;
-            bool ok = p >= u0 && p < u1;
-            size_t at = (size_t)(ok ? p : u0) * prow + (size_t)c * 16;
-            cp_async16z(ks + r * RS + c, kb + at, ok);
-            cp_async16z(vs + r * RS + c, vb + at, ok);
+            for (int k = 0; k < AM_T * CPR / 32; k++) {
+                int idx = lane + 32 * k, r = idx / CPR, c = idx % CPR, p = j * AM_T + r;
+                bool ok = p >= u0 && p < u1;
+                size_t at = (size_t)(ok ? p : u0) * prow + (size_t)c * 16;
+                cp_async16z(ks + r * RS + c, kb + at, ok);
+                cp_async16z(vs + r * RS + c, vb + at, ok);
+            }
+            cp_async_commit();
         }
-        cp_async_commit();
-#endif
     };
 
     float acc[NT][4];
 #pragma unroll
-    for (int n = 0; n < NT; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+    for (int n = 0; n < NT; n++)
+        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
     float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.f, 0.f};
     const int j0 = u0 / AM_T, j1 = (u1 - 1) / AM_T;
     const int jf = j0 + (warp - j0 % AM_WARPS + AM_WARPS) % AM_WARPS; /* this warp's first */
     const int mi = lane >> 3, rr = lane & 7; /* ldmatrix: this lane's matrix and row */
     if (jf <= j1) issue(jf, 0);
     for (int j = jf, st = 0; j <= j1; j += AM_WARPS, st ^= 1) {
-#if AM_TMA
-        if (j + AM_WARPS <= j1) issue(j + AM_WARPS, st ^ 1);
-        asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W;\n}" ::"r"(
-                         st ? bar1 : bar0),
-                     "r"((par >> st) & 1)
-                     : "memory");
-        par ^= 1u << st;
-#else
-        if (j + AM_WARPS <= j1) {
+        if constexpr (TMA) {
+            if (j + AM_WARPS <= j1) issue(j + AM_WARPS, st ^ 1);
+            asm volatile(
+                "{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                " @!p bra W;\n}" ::"r"(st ? bar1 : bar0),
+                "r"((par >> st) & 1)
+                : "memory");
+            par ^= 1u << st;
+        } else if (j + AM_WARPS <= j1) {
             issue(j + AM_WARPS, st ^ 1);
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
         }
-#endif
         __syncwarp();
         const uint4 *ks = wsm + (size_t)st * 2 * AM_T * RS, *vs = ks + AM_T * RS;
 
@@ -765,7 +774,8 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
                     float v = s[nt][2 * r + e];
                     s[nt][2 * r + e] = v == -INFINITY ? 0.f : expf(v - mn);
                 }
-            float t = __fadd_rn(__fadd_rn(s[0][2 * r], s[0][2 * r + 1]), __fadd_rn(s[1][2 * r], s[1][2 * r + 1]));
+            float t = __fadd_rn(__fadd_rn(s[0][2 * r], s[0][2 * r + 1]),
+                                __fadd_rn(s[1][2 * r], s[1][2 * r + 1]));
             t = __fadd_rn(t, __shfl_xor_sync(0xFFFFFFFFu, t, 1));
             t = __fadd_rn(t, __shfl_xor_sync(0xFFFFFFFFu, t, 2));
             l_r[r] = __fadd_rn(__fmul_rn(l_r[r], c_r[r]), t);
@@ -776,7 +786,8 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
             acc[n][0] = __fmul_rn(acc[n][0], c_r[0]), acc[n][1] = __fmul_rn(acc[n][1], c_r[0]);
             acc[n][2] = __fmul_rn(acc[n][2], c_r[1]), acc[n][3] = __fmul_rn(acc[n][3], c_r[1]);
         }
-        /* P as the A fragment: a0 (qv gq, positions 2 tq..), a1 (qv gq + 8), a2, a3 (positions 8 + 2 tq..) */
+        /* P as the A fragment: a0 (qv gq, positions 2 tq..), a1 (qv gq + 8), a2, a3 (positions 8 +
+         * 2 tq..) */
         uint32_t ph[4], pl[4];
         split_h2(s[0][0] * AM_PSCALE, s[0][1] * AM_PSCALE, ph[0], pl[0]);
         split_h2(s[0][2] * AM_PSCALE, s[0][3] * AM_PSCALE, ph[1], pl[1]);
@@ -784,7 +795,8 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
         split_h2(s[1][2] * AM_PSCALE, s[1][3] * AM_PSCALE, ph[3], pl[3]);
 #pragma unroll
         for (int n = 0; n < NT; n += 2) {
-            uint32_t b[4]; /* V^T: (positions 0-7, dims 8n..), (8-15, 8n..), (0-7, 8n + 8..), (8-15, 8n + 8..) */
+            uint32_t b[4]; /* V^T: (positions 0-7, dims 8n..), (8-15, 8n..), (0-7, 8n + 8..), (8-15,
+                              8n + 8..) */
             ldsm_x4_t(b, vs + (8 * (mi & 1) + rr) * RS + n + (mi >> 1));
             mma_f16(acc[n], ph, b[0], b[1]);
             mma_f16(acc[n], pl, b[0], b[1]);
@@ -795,7 +807,7 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
     }
 
     /* the warps' (M, l, O 2^12) through shared memory, merged in warp order */
-    am_stamp(3); /* (warp 0's loop) */
+    am_stamp(3);     /* (warp 0's loop) */
     __syncthreads(); /* every warp is done with its stages */
     am_stamp(4);
     float *mb = (float *)am_sm; /* [AM_WARPS][AM_RC][HDIM + 2] */
@@ -804,14 +816,16 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
         float *row = mb + ((size_t)warp * AM_RC + gq + 8 * r) * (HDIM + 2);
         if (tq == 0) row[0] = m_r[r], row[1] = l_r[r];
 #pragma unroll
-        for (int n = 0; n < NT; n++) row[2 + 8 * n + 2 * tq] = acc[n][2 * r], row[3 + 8 * n + 2 * tq] = acc[n][2 * r + 1];
+        for (int n = 0; n < NT; n++)
+            row[2 + 8 * n + 2 * tq] = acc[n][2 * r], row[3 + 8 * n + 2 * tq] = acc[n][2 * r + 1];
     }
     __syncthreads();
     if (threadIdx.x < nq) {
         const int i = threadIdx.x;
         float M = -INFINITY, L = 0.f;
 #pragma unroll
-        for (int w = 0; w < AM_WARPS; w++) M = fmaxf(M, mb[((size_t)w * AM_RC + i) * (HDIM + 2)]);
+        for (int w = 0; w < AM_WARPS; w++)
+            M = fmaxf(M, mb[((size_t)w * AM_RC + i) * (HDIM + 2)]);
 #pragma unroll
         for (int w = 0; w < AM_WARPS; w++) {
             const float *row = mb + ((size_t)w * AM_RC + i) * (HDIM + 2);
@@ -828,7 +842,9 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
         if (s_lo[i] >= s_hi[i]) continue;
         float o = 0.f;
 #pragma unroll
-        for (int w = 0; w < AM_WARPS; w++) o = __fadd_rn(o, __fmul_rn(mb[((size_t)w * AM_RC + i) * (HDIM + 2) + 2 + d], s_f[i][w]));
+        for (int w = 0; w < AM_WARPS; w++)
+            o = __fadd_rn(o,
+                          __fmul_rn(mb[((size_t)w * AM_RC + i) * (HDIM + 2) + 2 + d], s_f[i][w]));
         o = __fmul_rn(o, 1.f / AM_PSCALE);
         const int th = tok_head(i);
         if (s_ns[i] == 1) {
@@ -854,7 +870,8 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
     for (int i = warp; i < nq; i += AM_WARPS) {
         if (!s_last[i]) continue;
         int th = tok_head(i);
-        attn_merge_warp(sa.part + (size_t)th * sa.splits * stride, s_ns[i], stride, HDIM, out + (size_t)th * HDIM, lane);
+        attn_merge_warp(sa.part + (size_t)th * sa.splits * stride, s_ns[i], stride, HDIM,
+                        out + (size_t)th * HDIM, lane);
         if (lane == 0) sa.cnt[th] = 0; /* for the next launch */
     }
     __syncthreads();
@@ -1038,12 +1055,12 @@ cudaError_t mtplx_cuda_attention_init(void) {
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(attn_group_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  most);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(attn_mma_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)am_smem_bytes(64));
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(attn_mma_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)am_smem_bytes(128));
+    auto mma_smem = [&](auto kern, int hd) {
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)am_smem_bytes(hd));
+    };
+    mma_smem(attn_mma_kernel<64, false>, 64), mma_smem(attn_mma_kernel<64, true>, 64);
+    mma_smem(attn_mma_kernel<128, false>, 128), mma_smem(attn_mma_kernel<128, true>, 128);
     return e;
 }
 
@@ -1091,7 +1108,10 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
         mtplx_cuda_attn_split sa = split(true);
         int64_t chunks = (n_tok * (n_head / n_head_kv) + AM_RC - 1) / AM_RC;
         dim3 grid((unsigned)n_head_kv, (unsigned)sa.splits, (unsigned)chunks);
-        e = launch_k(pdl, head_dim == 64 ? attn_mma_kernel<64> : attn_mma_kernel<128>, grid,
+        const bool tma = scr && scr->tma;
+        auto kern = head_dim == 64 ? (tma ? attn_mma_kernel<64, true> : attn_mma_kernel<64, false>)
+                                   : (tma ? attn_mma_kernel<128, true> : attn_mma_kernel<128, false>);
+        e = launch_k(pdl, kern, grid,
                      dim3(AM_WARPS * 32), am_smem_bytes(head_dim), s, q, (int)n_tok, n_head,
                      n_head_kv, (const __half *)k, (const __half *)v, pos0, scale, out, dyn, sa);
     } else if (by_group && e == cudaSuccess) {

@@ -265,6 +265,7 @@ typedef struct {
      * head_dim 64 or 128; tensor cores), else attn_group_kernel; 1
      * attn_group_kernel always (MTPLX_CUDA_ATTN_MMA=0) */
     int group_kind;
+    int tma; /* attn_mma_kernel's stages filled by bulk copies (MTPLX_CUDA_ATTN_TMA=1), else cp.async */
 } mtplx_cuda_attn_scratch;
 size_t mtplx_cuda_attn_part_bytes(int slots);
 /* what attn_kernel is given: the scratch, this launch's splits (and
@@ -282,7 +283,7 @@ typedef struct {
  * scr NULL (or n_tok > MTPLX_CUDA_STEP_ROWS): no split over positions.
  * A row that attends to group_from positions or more (pos0 + t + 1 >=
  * group_from) takes a block per KV head that serves all its query heads
- * and the step's tokens (attn_group_kernel), where
+ * and the step's tokens (attn_mma_kernel or attn_group_kernel, see group_kind), where
  * mtplx_cuda_attention_group_from allows it; the others a block per token
  * and query head (attn_kernel). A step that straddles group_from launches
  * both, each for its rows. Which kernel a row takes depends on its own
