@@ -400,7 +400,7 @@ int main(int argc, char **argv) {
                             std::vector<float> a((size_t)n * n_head * hd), b(a.size());
                             CK(cudaMemcpy(a.data(), out[kinds[0]], a.size() * 4,
                                           cudaMemcpyDeviceToHost));
-                            CK(cudaMemcpy(b.data(), out[1], b.size() * 4, cudaMemcpyDeviceToHost));
+                            CK(cudaMemcpy(b.data(), out[kind], b.size() * 4, cudaMemcpyDeviceToHost));
                             double md = 0, mx = 0;
                             for (size_t i = 0; i < a.size(); i++) {
                                 md = std::max(md, (double)fabsf(a[i] - b[i]));

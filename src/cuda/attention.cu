@@ -493,11 +493,14 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
  * factors, P.V) between barriers, on CUDA cores, with much index arithmetic:
  * ncu at 4096 positions (0.6B decode) counted ~250 warp instructions for
  * each position and KV head, 30% of issue slots busy and 4 warps a
- * scheduler waiting at barriers; 23 us a layer for 16.8 MB of cache
- * (bench/RESULTS.md section 36). Here block (KV head g, run sp, chunk of
- * AM_RC qvs, as attn_group_kernel) is AM_WARPS warps, each streaming its own
- * sub-tiles of AM_T positions through its own two shared-memory stages
- * (cp.async, no block barrier in the loop). Sub-tile j holds positions
+ * scheduler waiting at barriers; 23 us a layer for 16.8 MB of cache. Here
+ * (~80 instructions, 19 us; 35 against 53 at 16384 positions, and a verify
+ * step of 8 rows 1.6x a decode step instead of 3.5x: bench/RESULTS.md
+ * section 36) block (KV head g, run sp, chunk of AM_RC qvs, as
+ * attn_group_kernel) is AM_WARPS warps, each streaming its own sub-tiles of
+ * AM_T positions through its own two shared-memory stages (cp.async, or
+ * TMA bulk copies under MTPLX_CUDA_ATTN_TMA=1: the same bits, a little
+ * slower; no block barrier in the loop). Sub-tile j holds positions
  * [AM_T j, AM_T j + AM_T) and belongs to warp j % AM_WARPS, so which warp
  * sees a position depends on the position alone. A sub-tile is
  *   S = Q K^T  (mma m16n8k16, f16 in, f32 out: the block's 16 qvs x 16
