@@ -259,6 +259,20 @@ int main(int argc, char **argv) {
         CK(mtplx_cuda_attention(st, q, n, n_head, n_kv, hd, K[l], V[l], MTPLX_TYPE_F16, pos, scale,
                                 o, NULL, true, &scr, from, pos));
     };
+    /* us a call: one CUDA graph of issue(l) for every layer l, median of 20 */
+    auto time_layers = [&](auto issue) {
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        for (int l = 0; l < layers; l++)
+            issue(l);
+        CK(cudaStreamEndCapture(st, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        double ms = graph_median_ms(st, ge, 20, 3);
+        CK(cudaGraphExecDestroy(ge));
+        CK(cudaGraphDestroy(g));
+        return ms * 1e3 / layers;
+    };
     const char *kname[4] = {"mma", "group", "head", "tma"};
     std::vector<int> kinds;
     for (int k = 0; k < 4; k++)
@@ -282,7 +296,7 @@ int main(int argc, char **argv) {
                 used++;
             }
         const char *ph[8] = {"entry",          "after PDL wait",   "setup done", "warp 0 loop done",
-                             "all warps done", "partials written", "counters",   "end"};
+                             "all warps done", "partials written", "(unused)",   "end (thread 0)"};
         printf(
             "TRACE %s pos %ld rows %ld: %d blocks stamped; us after the first block's PDL wait\n",
             shape.c_str(), pos, n, used);
@@ -308,20 +322,12 @@ int main(int argc, char **argv) {
             for (int runs : {16, 32, 48, 64}) {
                 for (int rows = 0; rows < 2; rows++)
                     for (int threads : {128, 256}) {
-                        cudaGraph_t g;
-                        cudaGraphExec_t ge;
-                        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-                        for (int l = 0; l < layers; l++) {
+                        double us = time_layers([&](int l) {
                             auto kern = rows ? read_rows : read_strided;
                             kern<<<dim3(n_kv, runs), threads, 0, st>>>((const uint4 *)K[l],
                                                                        (const uint4 *)V[l], n_kv,
                                                                        hd / 8, (int)pos, sink);
-                        }
-                        CK(cudaStreamEndCapture(st, &g));
-                        CK(cudaGraphInstantiate(&ge, g, 0));
-                        double us = graph_median_ms(st, ge, 20, 3) * 1e3 / layers;
-                        CK(cudaGraphExecDestroy(ge));
-                        CK(cudaGraphDestroy(g));
+                        });
                         printf("READ pos %-6ld %-8s %3d runs x %d KV heads, %3d threads: %7.2f us  "
                                "%6.0f GB/s\n",
                                pos, rows ? "rows" : "strided", runs, n_kv, threads, us,
@@ -335,18 +341,11 @@ int main(int argc, char **argv) {
                                             (int)smem));
                     CK(cudaFuncSetAttribute(
                         read_staged<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-                    cudaGraph_t g;
-                    cudaGraphExec_t ge;
-                    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-                    for (int l = 0; l < layers; l++)
+                    double us = time_layers([&](int l) {
                         (tma ? read_staged<true>
                              : read_staged<false>)<<<dim3(n_kv, runs), 128, smem, st>>>(
                             (const uint4 *)K[l], (const uint4 *)V[l], n_kv, (int)pos, sink);
-                    CK(cudaStreamEndCapture(st, &g));
-                    CK(cudaGraphInstantiate(&ge, g, 0));
-                    double us = graph_median_ms(st, ge, 20, 3) * 1e3 / layers;
-                    CK(cudaGraphExecDestroy(ge));
-                    CK(cudaGraphDestroy(g));
+                    });
                     printf("READ pos %-6ld %-8s %3d runs x %d KV heads, 128 threads: %7.2f us  "
                            "%6.0f GB/s\n",
                            pos, tma ? "tma" : "cp.async", runs, n_kv, us,
@@ -382,17 +381,7 @@ int main(int argc, char **argv) {
                 double base[4] = {0, 0, 0, 0};
                 for (long n : rows) {
                     for (int kind : kinds) {
-                        cudaGraph_t g;
-                        cudaGraphExec_t ge;
-                        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-                        for (int l = 0; l < layers; l++)
-                            call(l, pos, n, kind, out[kind]);
-                        CK(cudaStreamEndCapture(st, &g));
-                        CK(cudaGraphInstantiate(&ge, g, 0));
-                        double ms = graph_median_ms(st, ge, 20, 3);
-                        CK(cudaGraphExecDestroy(ge));
-                        CK(cudaGraphDestroy(g));
-                        double us = ms * 1e3 / layers;
+                        double us = time_layers([&](int l) { call(l, pos, n, kind, out[kind]); });
                         double bytes = 2.0 * n_kv * hd * 2 * (double)(pos + n);
                         if (n == rows[0]) base[kind] = us;
                         char diff[32] = "";
@@ -400,7 +389,8 @@ int main(int argc, char **argv) {
                             std::vector<float> a((size_t)n * n_head * hd), b(a.size());
                             CK(cudaMemcpy(a.data(), out[kinds[0]], a.size() * 4,
                                           cudaMemcpyDeviceToHost));
-                            CK(cudaMemcpy(b.data(), out[kind], b.size() * 4, cudaMemcpyDeviceToHost));
+                            CK(cudaMemcpy(b.data(), out[kind], b.size() * 4,
+                                          cudaMemcpyDeviceToHost));
                             double md = 0, mx = 0;
                             for (size_t i = 0; i < a.size(); i++) {
                                 md = std::max(md, (double)fabsf(a[i] - b[i]));

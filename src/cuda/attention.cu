@@ -115,6 +115,33 @@ __device__ __forceinline__ void attn_merge_warp(const float *part, int ns, size_
         if (lane + 32 * d < hd) op[lane + 32 * d] = v[d] * inv;
 }
 
+/* The end of a KV-head block (attn_group_kernel, attn_mma_kernel), its
+ * runs' partials written: for each of its nq qvs with other runs a counter,
+ * and the last block of a qv merges the qv's runs, a warp each; tok_head(i)
+ * is qv i's token and head (t n_head + h). */
+template <int WARPS, typename TokHead>
+__device__ __forceinline__ void attn_runs_merge(const mtplx_cuda_attn_split &sa, int nq, int hd,
+                                                const int *s_lo, const int *s_hi, const int *s_ns,
+                                                bool *s_last, TokHead tok_head, float *out) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const size_t stride = (size_t)hd + 2;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x < nq && s_ns[threadIdx.x] > 1 && s_lo[threadIdx.x] < s_hi[threadIdx.x]) {
+        int i = threadIdx.x;
+        s_last[i] = atomicAdd(sa.cnt + tok_head(i), 1) == s_ns[i] - 1;
+    }
+    __syncthreads();
+    __threadfence();
+    for (int i = warp; i < nq; i += WARPS) {
+        if (!s_last[i]) continue;
+        int th = tok_head(i);
+        attn_merge_warp(sa.part + (size_t)th * sa.splits * stride, s_ns[i], stride, hd,
+                        out + (size_t)th * hd, lane);
+        if (lane == 0) sa.cnt[th] = 0; /* for the next launch */
+    }
+}
+
 template <bool F16>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_kernel(const float *__restrict__ q, int n_head, int n_head_kv, int hd,
@@ -469,23 +496,7 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
             if (sl == 0 && lane == 0) mine[0] = s_m[i], mine[1] = sum[m];
         }
     }
-    if (!merging) return;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x < nq && s_ns[threadIdx.x] > 1 && s_lo[threadIdx.x] < s_hi[threadIdx.x]) {
-        int i = threadIdx.x;
-        s_last[i] = atomicAdd(sa.cnt + tok_head(i), 1) == s_ns[i] - 1;
-    }
-    __syncthreads();
-    __threadfence();
-    /* the last block of a qv merges its runs, a warp each */
-    for (int i = warp; i < nq; i += GA_WARPS) {
-        if (!s_last[i]) continue;
-        int th = tok_head(i);
-        attn_merge_warp(sa.part + (size_t)th * sa.splits * stride, s_ns[i], stride, hd,
-                        out + (size_t)th * hd, lane);
-        if (lane == 0) sa.cnt[th] = 0; /* for the next launch */
-    }
+    if (merging) attn_runs_merge<GA_WARPS>(sa, nq, hd, s_lo, s_hi, s_ns, s_last, tok_head, out);
 }
 
 /* ---- step attention by KV head on tensor cores (attn_mma_kernel) ----
@@ -859,26 +870,8 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
         }
     }
     am_stamp(5);
-    if (!merging) return;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x < nq && s_ns[threadIdx.x] > 1 && s_lo[threadIdx.x] < s_hi[threadIdx.x]) {
-        int i = threadIdx.x;
-        s_last[i] = atomicAdd(sa.cnt + tok_head(i), 1) == s_ns[i] - 1;
-    }
-    __syncthreads();
-    am_stamp(6);
-    __threadfence();
-    /* the last block of a qv merges its runs, a warp each */
-    for (int i = warp; i < nq; i += AM_WARPS) {
-        if (!s_last[i]) continue;
-        int th = tok_head(i);
-        attn_merge_warp(sa.part + (size_t)th * sa.splits * stride, s_ns[i], stride, HDIM,
-                        out + (size_t)th * HDIM, lane);
-        if (lane == 0) sa.cnt[th] = 0; /* for the next launch */
-    }
-    __syncthreads();
-    am_stamp(7);
+    if (merging) attn_runs_merge<AM_WARPS>(sa, nq, HDIM, s_lo, s_hi, s_ns, s_last, tok_head, out);
+    am_stamp(7); /* (thread 0: its own merges done) */
 }
 
 /* ---- flash-style attention for prefill (n_tok > MTPLX_CUDA_STEP_ROWS) ----
