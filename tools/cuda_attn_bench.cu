@@ -38,13 +38,12 @@ extern "C" {
 #include <string>
 #include <vector>
 
-#include "cuda_tool.cuh" /* CK, graph_median_ms */
+#include "cuda_tool.cuh" /* CK, graph_median_ms, tool_hash */
 
 __global__ void fill_half(__half *p, size_t n, uint32_t seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-        h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+        const uint32_t h = tool_hash((size_t)i, seed);
         p[i] = __float2half(((float)(h & 0xFFFF) / 32768.f - 1.f));
     }
 }

@@ -29,13 +29,12 @@ extern "C" {
 #include <string.h>
 #include <vector>
 
-#include "cuda_tool.cuh" /* CK, graph_median_ms */
+#include "cuda_tool.cuh" /* CK, graph_median_ms, tool_hash */
 
 __global__ void fill_kernel(uint32_t *p, size_t n, uint32_t seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-        h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+        const uint32_t h = tool_hash((size_t)i, seed);
         /* keep f16 scales finite: clear bit 14 of every half (exponent < 16) */
         p[i] = h & 0xBFFFBFFFu;
     }

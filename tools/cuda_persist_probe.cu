@@ -65,7 +65,7 @@ extern "C" {
 #include "cuda/cuda_util.cuh"
 #include "cuda/mmv_tile.cuh" /* ld_stream16: the GEMVs' weight load */
 
-#include "cuda_tool.cuh" /* CK */
+#include "cuda_tool.cuh" /* CK, graph_median_ms, tool_hash */
 
 namespace {
 
@@ -674,8 +674,7 @@ __global__ void tiled_ref_kernel(Mat M, const float *x, float *y) {
 __global__ void fill_bf16(uint16_t *p, int64_t n, uint32_t seed) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-        h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+        const uint32_t h = tool_hash((size_t)i, seed);
         float f = ((int)(h & 0xFFFF) - 32768) * (1.f / 32768.f) * 0.05f;
         p[i] = (uint16_t)(__float_as_uint(f) >> 16);
     }

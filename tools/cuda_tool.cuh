@@ -1,12 +1,14 @@
 /* cuda_tool.cuh: what the standalone CUDA programs in tools/ share
- * (cuda_probe.cu, cuda_persist_probe.cu, cuda_mmv_bench.cu): CK(x) prints a
- * failed CUDA call and exits with status 1 (from main or from any
- * function); graph_median_ms times a graph. */
+ * (cuda_probe.cu, cuda_persist_probe.cu, cuda_mmv_bench.cu,
+ * cuda_attn_bench.cu): CK(x) prints a failed CUDA call and exits with
+ * status 1 (from main or from any function); graph_median_ms times a graph;
+ * tool_hash makes the random test data. */
 #ifndef MTPLX_CUDA_TOOL_CUH
 #define MTPLX_CUDA_TOOL_CUH
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <cuda_runtime.h>
 #include <vector>
@@ -40,6 +42,14 @@ static inline double graph_median_ms(cudaStream_t st, cudaGraphExec_t ge, int re
     std::sort(ts.begin(), ts.end());
     cudaEventDestroy(a), cudaEventDestroy(b);
     return ts[ts.size() / 2];
+}
+
+/* 32 random-looking bits for element i of a buffer filled with seed (the
+ * fills of random weights and caches) */
+__device__ __forceinline__ uint32_t tool_hash(size_t i, uint32_t seed) {
+    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    return h;
 }
 
 #endif
