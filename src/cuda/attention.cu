@@ -115,6 +115,22 @@ __device__ __forceinline__ void attn_merge_warp(const float *part, int ns, size_
         if (lane + 32 * d < hd) op[lane + 32 * d] = v[d] * inv;
 }
 
+/* qv's run [lo, hi) of split sp (token qv / grp of a step at pos0) and its
+ * ns, for the KV-head kernels: empty past its ns and where its row is
+ * attn_kernel's (short of sa.from); a run is taken into the block's union
+ * [*u0, *u1) (shared memory). */
+__device__ __forceinline__ void attn_qv_run(int64_t pos0, int qv, int grp, int sp,
+                                            const mtplx_cuda_attn_split &sa, int &lo, int &hi,
+                                            int &ns, int *u0, int *u1) {
+    int64_t n_kv = pos0 + qv / grp + 1;
+    ns = attn_splits(n_kv, sa), lo = 0, hi = 0;
+    if (sp < ns && n_kv >= sa.from) {
+        int64_t len = (n_kv + ns - 1) / ns;
+        lo = (int)(sp * len), hi = (int)min(n_kv, (int64_t)(sp + 1) * len);
+        atomicMin(u0, lo), atomicMax(u1, hi);
+    }
+}
+
 /* The end of a KV-head block (attn_group_kernel, attn_mma_kernel), its
  * runs' partials written: for each of its nq qvs with other runs a counter,
  * and the last block of a qv merges the qv's runs, a warp each; tok_head(i)
@@ -332,14 +348,8 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
     if (threadIdx.x == 0) s_u0 = INT_MAX, s_u1 = 0;
     __syncthreads();
     if (threadIdx.x < nq) {
-        int i = threadIdx.x, t = (i0 + i) / grp;
-        int64_t n_kv = pos0 + t + 1;
-        int ns = attn_splits(n_kv, sa), lo = 0, hi = 0;
-        if (sp < ns && n_kv >= sa.from) { /* (else no run here: attn_kernel's row) */
-            int64_t len = (n_kv + ns - 1) / ns;
-            lo = (int)(sp * len), hi = (int)min(n_kv, (int64_t)(sp + 1) * len);
-            atomicMin(&s_u0, lo), atomicMax(&s_u1, hi);
-        }
+        int i = threadIdx.x, lo, hi, ns;
+        attn_qv_run(pos0, i0 + i, grp, sp, sa, lo, hi, ns, &s_u0, &s_u1);
         s_lo[i] = lo, s_hi[i] = hi, s_ns[i] = ns, s_m[i] = -INFINITY, s_last[i] = false;
     }
     /* whether a qv here has a run and others: then the partials and merge */
@@ -616,17 +626,9 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
     /* each qv's run [lo, hi) of this split (empty past its ns), their union */
     if (threadIdx.x == 0) s_u0 = INT_MAX, s_u1 = 0;
     __syncthreads();
-    if (threadIdx.x < AM_RC) {
+    if (threadIdx.x < AM_RC) { /* (past nq: no run, for the mma rows there) */
         int i = threadIdx.x, lo = 0, hi = 0, ns = 1;
-        if (i < nq) {
-            int64_t n_kv = pos0 + (i0 + i) / grp + 1;
-            ns = attn_splits(n_kv, sa);
-            if (sp < ns && n_kv >= sa.from) { /* (else no run here: attn_kernel's row) */
-                int64_t len = (n_kv + ns - 1) / ns;
-                lo = (int)(sp * len), hi = (int)min(n_kv, (int64_t)(sp + 1) * len);
-                atomicMin(&s_u0, lo), atomicMax(&s_u1, hi);
-            }
-        }
+        if (i < nq) attn_qv_run(pos0, i0 + i, grp, sp, sa, lo, hi, ns, &s_u0, &s_u1);
         s_lo[i] = lo, s_hi[i] = hi, s_ns[i] = ns, s_last[i] = false;
     }
     const bool merging = __syncthreads_or(threadIdx.x < AM_RC && s_ns[threadIdx.x] > 1 &&
