@@ -13,7 +13,7 @@
  *   so that a step finds none of them in L2), PER_SM (the split's blocks a
  *   SM, 2) and CHUNK (a run's fewest positions, 64): comma lists, a table each, KERNELS (a comma
  * list of mma, group, head; all three), ONE=P,N,K (ncu: no graph, ten plain launches of position P,
- * N rows, kernel K)
+ * N rows, kernel K), NODYN=1 (no step block: attn_mma_kernel's loads all after its PDL wait)
  *
  * Per (position, rows, kernel): one CUDA graph of LAYERS attention calls
  * (programmatic dependent launch, as the backend), replayed 20 times; us a
@@ -252,11 +252,19 @@ int main(int argc, char **argv) {
     const float scale = 1.f / sqrtf((float)hd);
     /* kinds: 0 attn_mma_kernel (cp.async), 1 attn_group_kernel, 2 attn_kernel, 3
      * attn_mma_kernel (TMA) */
+    /* the step block (pos0 0), as a captured step passes it: attn_mma_kernel
+     * then stages rows before the step's position ahead of its PDL wait;
+     * NODYN=1 passes none (plain launches: everything after the wait) */
+    mtplx_cuda_step *dyn = NULL;
+    if (!getenv("NODYN") || !atoi(getenv("NODYN"))) {
+        CK(cudaMalloc(&dyn, sizeof *dyn));
+        CK(cudaMemset(dyn, 0, sizeof *dyn));
+    }
     auto call = [&](int l, long pos, long n, int kind, float *o) {
         int64_t from = kind != 2 ? 1 : MTPLX_CUDA_ATTN_GROUP_NEVER;
         scr.group_kind = kind == 1, scr.tma = kind == 3;
         CK(mtplx_cuda_attention(st, q, n, n_head, n_kv, hd, K[l], V[l], MTPLX_TYPE_F16, pos, scale,
-                                o, NULL, true, &scr, from, pos));
+                                o, dyn, true, &scr, from, pos));
     };
     /* us a call: one CUDA graph of issue(l) for every layer l, median of 20 */
     auto time_layers = [&](auto issue) {

@@ -75,7 +75,7 @@ __device__ __forceinline__ int attn_splits(int64_t n_kv, const mtplx_cuda_attn_s
  * (bench/RESULTS.md section 35). The arithmetic
  * depends on ns and the partials alone, so a row is the same bits in a
  * decode step and in a verify step. */
-template <int U = 4>
+template <int U = 4, int D = ATT_MAXE /* dims a lane: hd <= 32 D */>
 __device__ __forceinline__ void attn_merge_warp(const float *part, int ns, size_t stride, int hd,
                                                 float *op, int lane) {
     const int r1 = lane + 32;
@@ -88,7 +88,7 @@ __device__ __forceinline__ void attn_merge_warp(const float *part, int ns, size_
     for (int o = 16; o > 0; o >>= 1) Mx = fmaxf(Mx, __shfl_xor_sync(0xFFFFFFFFu, Mx, o));
     const float f0 = lane < ns ? expf(m0 - Mx) : 0.f, f1 = r1 < ns ? expf(m1 - Mx) : 0.f;
     const float inv = 1.f / warp_sum(s0 * f0 + s1 * f1);
-    constexpr int D = ATT_MAXE; /* dims a lane (hd <= 32 D); U: runs a batch */
+    /* U: runs a batch (their loads in flight together) */
     float v[D];
 #pragma unroll
     for (int d = 0; d < D; d++) v[d] = 0.f;
@@ -135,7 +135,7 @@ __device__ __forceinline__ void attn_qv_run(int64_t pos0, int qv, int grp, int s
  * runs' partials written: for each of its nq qvs with other runs a counter,
  * and the last block of a qv merges the qv's runs, a warp each; tok_head(i)
  * is qv i's token and head (t n_head + h). */
-template <int WARPS, typename TokHead>
+template <int WARPS, int U, int D, typename TokHead>
 __device__ __forceinline__ void attn_runs_merge(const mtplx_cuda_attn_split &sa, int nq, int hd,
                                                 const int *s_lo, const int *s_hi, const int *s_ns,
                                                 bool *s_last, TokHead tok_head, float *out) {
@@ -152,7 +152,7 @@ __device__ __forceinline__ void attn_runs_merge(const mtplx_cuda_attn_split &sa,
     for (int i = warp; i < nq; i += WARPS) {
         if (!s_last[i]) continue;
         int th = tok_head(i);
-        attn_merge_warp(sa.part + (size_t)th * sa.splits * stride, s_ns[i], stride, hd,
+        attn_merge_warp<U, D>(sa.part + (size_t)th * sa.splits * stride, s_ns[i], stride, hd,
                         out + (size_t)th * hd, lane);
         if (lane == 0) sa.cnt[th] = 0; /* for the next launch */
     }
@@ -506,7 +506,7 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
             if (sl == 0 && lane == 0) mine[0] = s_m[i], mine[1] = sum[m];
         }
     }
-    if (merging) attn_runs_merge<GA_WARPS>(sa, nq, hd, s_lo, s_hi, s_ns, s_last, tok_head, out);
+    if (merging) attn_runs_merge<GA_WARPS, 4, ATT_MAXE>(sa, nq, hd, s_lo, s_hi, s_ns, s_last, tok_head, out);
 }
 
 /* ---- step attention by KV head on tensor cores (attn_mma_kernel) ----
@@ -539,6 +539,13 @@ __global__ void __launch_bounds__(GA_WARPS * 32)
  * last block merges). F16 cache and head_dim 64 or 128 only
  * (mtplx_cuda_attention picks attn_group_kernel otherwise). */
 constexpr int AM_WARPS = 4, AM_T = 16, AM_RC = 16;
+/* The last block's merge of a row's runs takes AM_MERGE_U runs' loads at a
+ * time (attn_merge_warp): each batch is an L2 round trip after the one
+ * before, and the kernel's registers are free by then (its loop is over). */
+#ifndef MTPLX_AM_MERGE_U
+#define MTPLX_AM_MERGE_U 16
+#endif
+constexpr int AM_MERGE_U = MTPLX_AM_MERGE_U;
 constexpr float AM_PSCALE = 4096.f; /* 2^12: P's hi / lo stay clear of f16's subnormals */
 __host__ __device__ constexpr int am_rs(int hd) {
     return hd / 8 + 1;
@@ -615,8 +622,16 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
     __shared__ float s_f[AM_RC][AM_WARPS + 2]; /* a qv's warp factors, then M and l */
     __shared__ bool s_last[AM_RC];
     am_stamp(0);
-    pdl_trigger(), pdl_wait(); /* (launch_k) */
-    am_stamp(1);
+    /* Before the PDL wait: the runs (they need the step's position and the
+     * split alone) and, in a captured step (dyn set), the first stages of
+     * cache rows before the step's first position. A graph's kernels start
+     * after the step block was set by a plain launch (mtplx_cuda_set_step),
+     * so every row before pos0 was written by kernels that have completed;
+     * the step's own rows (from pos0 on) are the q/k prep's, read after the
+     * wait. Without dyn (plain launches, whose predecessors may still run)
+     * everything waits. */
+    pdl_trigger();
+    const bool early = dyn != nullptr && sa.early;
     pos0 += dyn_pos(dyn);
     const int g = blockIdx.x, sp = blockIdx.y, grp = n_head / n_head_kv;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
@@ -634,44 +649,9 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
     const bool merging = __syncthreads_or(threadIdx.x < AM_RC && s_ns[threadIdx.x] > 1 &&
                                           s_lo[threadIdx.x] < s_hi[threadIdx.x]);
     const int u0 = s_u0, u1 = s_u1;
-    if (u1 <= u0) return;
-
-    am_stamp(2);
-    /* this lane's rows of Q (qvs gq, gq + 8) as mma A fragments, hi and lo,
-     * of q scale 2^e: e puts the row's largest |value| in [2^13, 2^14) (the
-     * row's 4 lanes tq hold all of it) */
-    uint32_t qh[KS][4], ql[KS][4];
-    int lo_r[2], hi_r[2];
-    float einv[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int i = gq + 8 * r;
-        const bool live = i < nq && s_lo[i] < s_hi[i];
-        lo_r[r] = s_lo[i], hi_r[r] = s_hi[i];
-        const float *qp = q + (size_t)(live ? tok_head(i) : 0) * HDIM;
-        float2 x[KS][2];
-        float mx = 0.f;
-#pragma unroll
-        for (int ks = 0; ks < KS; ks++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                x[ks][h] = live ? __ldcg((const float2 *)(qp + 16 * ks + 2 * tq + 8 * h))
-                                : make_float2(0.f, 0.f);
-                x[ks][h].x *= scale, x[ks][h].y *= scale;
-                mx = fmaxf(mx, fmaxf(fabsf(x[ks][h].x), fabsf(x[ks][h].y)));
-            }
-        mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
-        int ex = 0;
-        if (mx > 0.f && mx <= 3.0e38f) frexpf(mx, &ex);
-        const int e = mx > 0.f && mx <= 3.0e38f ? 14 - ex : 0;
-        const float f = ldexpf(1.f, e);
-        einv[r] = ldexpf(1.f, -e);
-#pragma unroll
-        for (int ks = 0; ks < KS; ks++)
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-                split_h2(x[ks][h].x * f, x[ks][h].y * f, qh[ks][2 * h + r], ql[ks][2 * h + r]);
+    if (u1 <= u0) {
+        pdl_wait(); /* (nothing to do; the wait keeps "completed" transitive) */
+        return;
     }
 
     const size_t prow = (size_t)n_head_kv * HDIM * 2; /* bytes from one position to the next */
@@ -726,18 +706,66 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
         }
     };
 
+    const int j0 = u0 / AM_T, j1 = (u1 - 1) / AM_T;
+    const int jf = j0 + (warp - j0 % AM_WARPS + AM_WARPS) % AM_WARPS; /* this warp's first */
+    /* the stages that hold rows before pos0 alone go out before the wait
+     * (early: see the top); the loop issues the others as before */
+    const bool pre0 = early && jf <= j1 && (int64_t)(jf + 1) * AM_T <= pos0;
+    const bool pre1 = pre0 && jf + AM_WARPS <= j1 && (int64_t)(jf + AM_WARPS + 1) * AM_T <= pos0;
+    if (pre0) issue(jf, 0);
+    if (pre1) issue(jf + AM_WARPS, 1);
+    pdl_wait(); /* (launch_k) */
+    am_stamp(1);
+
+    /* this lane's rows of Q (qvs gq, gq + 8) as mma A fragments, hi and lo,
+     * of q scale 2^e: e puts the row's largest |value| in [2^13, 2^14) (the
+     * row's 4 lanes tq hold all of it) */
+    uint32_t qh[KS][4], ql[KS][4];
+    int lo_r[2], hi_r[2];
+    float einv[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int i = gq + 8 * r;
+        const bool live = i < nq && s_lo[i] < s_hi[i];
+        lo_r[r] = s_lo[i], hi_r[r] = s_hi[i];
+        const float *qp = q + (size_t)(live ? tok_head(i) : 0) * HDIM;
+        float2 x[KS][2];
+        float mx = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                x[ks][h] = live ? __ldcg((const float2 *)(qp + 16 * ks + 2 * tq + 8 * h))
+                                : make_float2(0.f, 0.f);
+                x[ks][h].x *= scale, x[ks][h].y *= scale;
+                mx = fmaxf(mx, fmaxf(fabsf(x[ks][h].x), fabsf(x[ks][h].y)));
+            }
+        mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
+        int ex = 0;
+        if (mx > 0.f && mx <= 3.0e38f) frexpf(mx, &ex);
+        const int e = mx > 0.f && mx <= 3.0e38f ? 14 - ex : 0;
+        const float f = ldexpf(1.f, e);
+        einv[r] = ldexpf(1.f, -e);
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                split_h2(x[ks][h].x * f, x[ks][h].y * f, qh[ks][2 * h + r], ql[ks][2 * h + r]);
+    }
+
     float acc[NT][4];
 #pragma unroll
     for (int n = 0; n < NT; n++)
         acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
     float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.f, 0.f};
-    const int j0 = u0 / AM_T, j1 = (u1 - 1) / AM_T;
-    const int jf = j0 + (warp - j0 % AM_WARPS + AM_WARPS) % AM_WARPS; /* this warp's first */
     const int mi = lane >> 3, rr = lane & 7; /* ldmatrix: this lane's matrix and row */
-    if (jf <= j1) issue(jf, 0);
+    am_stamp(2);
+    if (jf <= j1 && !pre0) issue(jf, 0);
     for (int j = jf, st = 0; j <= j1; j += AM_WARPS, st ^= 1) {
+        const bool next = j + AM_WARPS <= j1 && !(pre1 && j == jf); /* (pre1: out already) */
         if constexpr (TMA) {
-            if (j + AM_WARPS <= j1) issue(j + AM_WARPS, st ^ 1);
+            if (next) issue(j + AM_WARPS, st ^ 1);
             asm volatile(
                 "{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
                 " @!p bra W;\n}" ::"r"(st ? bar1 : bar0),
@@ -745,7 +773,7 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
                 : "memory");
             par ^= 1u << st;
         } else if (j + AM_WARPS <= j1) {
-            issue(j + AM_WARPS, st ^ 1);
+            if (next) issue(j + AM_WARPS, st ^ 1);
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
@@ -872,7 +900,7 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
         }
     }
     am_stamp(5);
-    if (merging) attn_runs_merge<AM_WARPS>(sa, nq, HDIM, s_lo, s_hi, s_ns, s_last, tok_head, out);
+    if (merging) attn_runs_merge<AM_WARPS, AM_MERGE_U, HDIM / 32>(sa, nq, HDIM, s_lo, s_hi, s_ns, s_last, tok_head, out);
     am_stamp(7); /* (thread 0: its own merges done) */
 }
 
@@ -1076,7 +1104,7 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
      * KV head with group, per query head without), fixed by the model's
      * head counts (never by n_tok: see attn_kernel) and the scratch */
     auto split = [&](bool group) {
-        mtplx_cuda_attn_split sa = {NULL, NULL, 1, 1 << 30, 0, from};
+        mtplx_cuda_attn_split sa = {NULL, NULL, 1, 1 << 30, 0, from, !(scr && scr->late)};
         int most = scr && scr->part ? scr->per_sm * scr->n_sm / (group ? n_head_kv : n_head) : 1;
         if (scr && most > scr->slots / n_head) most = scr->slots / n_head;
         /* no run is empty while a split takes at least as many positions

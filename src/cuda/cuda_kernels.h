@@ -266,6 +266,9 @@ typedef struct {
      * attn_group_kernel always (MTPLX_CUDA_ATTN_MMA=0) */
     int group_kind;
     int tma; /* attn_mma_kernel's stages filled by bulk copies (MTPLX_CUDA_ATTN_TMA=1), else cp.async */
+    /* 1: attn_mma_kernel stages nothing before its PDL wait, even in a
+     * captured step (MTPLX_CUDA_ATTN_EARLY=0; measurements) */
+    int late;
 } mtplx_cuda_attn_scratch;
 size_t mtplx_cuda_attn_part_bytes(int slots);
 /* what attn_kernel is given: the scratch, this launch's splits (and
@@ -277,6 +280,9 @@ typedef struct {
     /* the rows of at least `from` positions go to attn_group_kernel, the
      * others to attn_kernel (each kernel leaves the other's rows alone) */
     int64_t from;
+    /* attn_mma_kernel, in a captured step (dyn set): stage cache rows
+     * before the step's position ahead of the PDL wait */
+    int early;
 } mtplx_cuda_attn_split;
 
 /* Causal GQA attention, kernels.h's mtplx_attention contract; head_dim <= 256.
