@@ -189,15 +189,20 @@ static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool wit
     float *yd = gpu->buf_alloc(gpu, (size_t)(n * m) * sizeof(float));
     /* the GEMV always; for n > 16 also the tensor-core GEMM (where k allows
      * it: k % 8 == 0), without (tc 1) and with (tc 2) split-k; these small m
-     * leave SMs idle, so split-k does split here. A path the environment
+     * leave SMs idle, so split-k does split here. BF16 weights in the tiled
+     * layout (k % 32 == 0) take gemm_bf16.cu's GEMM there, and tc_mm_kernel
+     * as well (tc 3: MTPLX_CUDA_GEMM_BF16=0). A path the environment
      * turned off is not run (a crashing kernel must not stop the rest). */
     mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu);
     bool tc_too = n > 16 && k % 8 == 0 && saved.tc;
+    bool bf16_gemm = tc_too && type == MTPLX_TYPE_BF16 && k % 32 == 0 && saved.tile && saved.gemm_bf16;
     float *y = NULL, *emu = tc_too ? tc_emulated(&w, x, bias, n) : NULL;
-    for (int tc = 0; tc <= (tc_too ? (saved.tc_split ? 2 : 1) : 0); tc++) {
+    for (int tc = 0; tc <= (tc_too ? (bf16_gemm ? 3 : saved.tc_split ? 2 : 1) : 0); tc++) {
+        if (tc == 2 && !saved.tc_split) continue;
         mtplx_cuda_paths p = saved;
         p.tc = p.tc_f32 = tc > 0;
         p.tc_split = tc == 2;
+        p.gemm_bf16 = tc != 3;
         p.tc_min_rows = 17; /* the backend's default starts at 33: test from 17 */
         mtplx_cuda_set_paths(gpu, p);
         gpu->matmul(gpu, &w, bias, xd, n, yd);
@@ -246,7 +251,12 @@ static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool wit
                "matmul %-4s m=%-4lld k=%-5lld n=%-3lld%s tensor cores%s: vs emu %.2e (tol "
                "%.0e)  vs exact %.2e (tol %.0e)  vs cpu %.2e (tol %.0e)",
                name, (long long)m, (long long)k, (long long)n, with_bias ? " +bias" : "",
-               tc == 2 ? " + split-k (MTPLX_CUDA_TC_SPLIT)" : " (MTPLX_CUDA_TC)", e0,
+               tc == 3                 ? " (tc_mm_kernel: MTPLX_CUDA_GEMM_BF16=0)"
+               : bf16_gemm && tc == 2 ? " (gemm_bf16) + split-k (MTPLX_CUDA_TC_SPLIT)"
+               : bf16_gemm            ? " (gemm_bf16)"
+               : tc == 2              ? " + split-k (MTPLX_CUDA_TC_SPLIT)"
+                                      : " (MTPLX_CUDA_TC)",
+               e0,
                TOL_MM_TC_EMU, e1, TOL_MM_TC_EXACT, e2, tol_mm_tc_cpu(type));
     }
     mtplx_cuda_set_paths(gpu, saved);
@@ -295,6 +305,13 @@ static void test_matmul(void) {
     test_matmul_case(MTPLX_TYPE_BF16, 1030, 512, 11, false);
     test_matmul_case(MTPLX_TYPE_Q4_K, 53, 2048, 4, false);
     test_matmul_case(MTPLX_TYPE_Q4_K, 301, 3072, 16, true);
+    /* gemm_bf16.cu (BF16 tiled, k % 32 == 0): its 128 x 128 tiles partly
+     * filled in both directions (m 301, 1030, 4100; n 33, 130, 300), one k
+     * step (32) up to many, split-k or not, against the emulation */
+    test_matmul_case(MTPLX_TYPE_BF16, 301, 416, 130, true);
+    test_matmul_case(MTPLX_TYPE_BF16, 1030, 32, 33, false);
+    test_matmul_case(MTPLX_TYPE_BF16, 37, 2048, 300, false);
+    test_matmul_case(MTPLX_TYPE_BF16, 4100, 256, 40, true);
     /* the int8 GEMV's Q8_0 (k % 64 == 0): a part x chunk (448), k steps
      * for every warp with a tail (2112) */
     static const int64_t n8[] = {1, 3, 9, 16};

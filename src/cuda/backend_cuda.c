@@ -435,6 +435,12 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
         const void *W = mmv_weight(c, w);
         size_t rbl = layout == MTPLX_CUDA_W_BF16_TILED ? rb : mtplx_cuda_q8_0_packed_row(w->k);
         if (use_tc(c, w, W, rbl, n)) {
+            if (layout == MTPLX_CUDA_W_BF16_TILED && c->paths.gemm_bf16 && mtplx_cuda_gemm_bf16_ok(w->k, x)) {
+                mtplx_cuda_tc_split sp = c->split;
+                if (!c->paths.tc_split) sp.buf = NULL;
+                CK(mtplx_cuda_gemm_bf16(c->stream, W, w->m, w->k, x, n, y, b, &sp), "matmul (BF16 GEMM)");
+                return;
+            }
             CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rbl, layout, w->m, w->k, x, n, y, b,
                                     c->paths.tc_split ? &c->split : NULL),
                "matmul (tensor cores, GEMV layout)");
@@ -894,6 +900,7 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .pdl = true,
                           .tile = !env_is_0("MTPLX_CUDA_TILE"),
                           .attn_split = !env_is_0("MTPLX_CUDA_ATTN_SPLIT"),
+                          .gemm_bf16 = !env_is_0("MTPLX_CUDA_GEMM_BF16"),
                           .attn_group_from = attn_group_from_env(),
                           .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};
     if (tc && strcmp(tc, "0") == 0) p.tc = false;

@@ -88,6 +88,9 @@ mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be);
 typedef struct mtplx_cuda_paths {
     bool tc, tc_f32, tc_split, flash, mma, mma_q4k, mma_q4k_auto, pdl, tile;
     bool attn_split; /* a step's attention split over positions (MTPLX_CUDA_ATTN_SPLIT) */
+    /* a prefill's BF16 tiled weights through gemm_bf16.cu's pipelined GEMM
+     * (MTPLX_CUDA_GEMM_BF16=0: kernels.cu's tc_mm_kernel, as other types) */
+    bool gemm_bf16;
     /* a step's rows of at least this many positions: a block per KV head
      * (attn_group_kernel; MTPLX_CUDA_ATTN_GROUP=N, 0: never, 1: always) */
     int64_t attn_group_from;

@@ -455,6 +455,17 @@ __global__ void tc_reduce_kernel(const float *__restrict__ part, int splits, int
 
 constexpr int TC_MAX_SPLITS = 8;
 
+} // namespace (reopened below)
+
+extern "C" cudaError_t mtplx_cuda_tc_reduce(cudaStream_t s, const float *part, int splits, int64_t nm, int64_t m,
+                                            float *y, const float *bias) {
+    if (nm <= 0) return cudaSuccess;
+    tc_reduce_kernel<<<(unsigned)((nm + 255) / 256), 256, 0, s>>>(part, splits, nm, m, y, bias);
+    return cudaGetLastError();
+}
+
+namespace {
+
 /* How many k runs (blockIdx.z) to use: enough blocks for about two per SM
  * when the tiles alone leave SMs idle, each run at least two TC_BK steps,
  * and the partials must fit the scratch. 1 = no split. */

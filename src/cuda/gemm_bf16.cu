@@ -1,0 +1,217 @@
+/* gemm_bf16.cu: the prefill GEMM for BF16 weights in the GEMV's tiled copy
+ * (mtplx_cuda_tile_bf16's 16-row tiles), y[n][m] = x[n][k] W[m][k]^T
+ * (+ bias), for forwards of many rows (kernels.cu's mtplx_cuda_matmul_tc
+ * hands it BF16 tiled weights when x is 16-byte aligned).
+ *
+ * Why: kernels.cu's tc_mm_kernel serves every weight type through one
+ * loader (dequantise 8 elements in registers, round x and W, store both to
+ * shared memory, one stage) and WMMA 64 x 64 tiles; on an H200 an 8B BF16
+ * prefill of 512 tokens ran ~2.7k tok/s, about 45 TFLOP/s. Here:
+ *  - a block is a 128 x 128 tile of y (activation rows x weight rows), 8
+ *    warps of 64 x 32, mma.sync m16n8k16 bf16 with f32 sums;
+ *  - the operands stream through GB_ST shared-memory stages by cp.async:
+ *    a stage is 32 k (one k step of the tiled copy, so each 16-row tile's
+ *    part is 1 KB of contiguous bytes) of 128 weight rows and of 128 x rows
+ *    in f32, while the warps multiply the stages before it;
+ *  - x is rounded to bf16 as the warps build their A fragments (two values
+ *    a cvt), so neither a conversion kernel nor a bf16 copy of x is needed;
+ *    W's B fragments come by ldmatrix from rows whose 16-byte chunks are
+ *    swizzled (chunk c of row r at c ^ ((r >> 1) & 3)), so its 8 rows hit 8
+ *    different bank groups.
+ * The rounding is tc_mm_kernel's (x and W to bf16, products exact in f32),
+ * so test_cuda's emulation of it checks both; only the order of the f32
+ * sums differs. Split-k (kchunk, part) as tc_mm_kernel's: a run of k steps
+ * a blockIdx.z, partials summed in a fixed order by tc_reduce_kernel. */
+
+#define _Noreturn [[noreturn]]
+extern "C" {
+#include "kernels/kernels.h"
+}
+#include "cuda/cuda_kernels.h"
+#include "cuda/cuda_util.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <string.h>
+
+namespace {
+
+constexpr int GB_BM = 128, GB_BN = 128, GB_BK = 32, GB_ST = 3, GB_THREADS = 256;
+constexpr int GB_XLD = GB_BK + 8; /* floats a staged x row: lds.64 of a fragment conflict-free */
+constexpr int GB_XBYTES = GB_BM * GB_XLD * 4, GB_WBYTES = GB_BN * GB_BK * 2;
+constexpr int GB_STAGE = GB_XBYTES + GB_WBYTES;
+
+__device__ __forceinline__ void cp16(uint32_t dst, const void *src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ uint32_t bf2(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi); /* .x = lo, the lower address */
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
+}
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Stage st of the block: k step ks (elements [32 ks, 32 ks + 32)) of its
+ * x rows i0.. (f32, rows past n zero) and weight rows r0.. (tiles past the
+ * padded m zero). 256 threads: 4 x chunks and 2 W chunks each. */
+__device__ __forceinline__ void gb_load(uint32_t sbase, int st, const uint8_t *__restrict__ W,
+                                        int64_t k, int64_t m_tiles, const float *__restrict__ x, int64_t n,
+                                        int64_t i0, int64_t r0, int64_t ks) {
+    const uint32_t xs = sbase + st * GB_STAGE, ws = xs + GB_XBYTES;
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int h = 0; h < 4; h++) { /* 128 rows x 8 chunks of 4 floats */
+        const int p = tid + GB_THREADS * h, row = p >> 3, c = p & 7;
+        const bool ok = i0 + row < n;
+        const float *src = x + (size_t)(ok ? i0 + row : 0) * k + ks * GB_BK + 4 * c;
+        cp16(xs + (row * GB_XLD + 4 * c) * 4, src, ok);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) { /* 8 tiles x 16 rows x 4 chunks of 8 bf16 */
+        const int p = tid + GB_THREADS * h, t = p >> 6, row = (p >> 2) & 15, c = p & 3;
+        const int64_t tile = r0 / 16 + t;
+        const bool ok = tile < m_tiles;
+        const uint8_t *src = W + (size_t)(ok ? tile : 0) * 16 * (size_t)(2 * k) + ks * 1024 + row * 64 + c * 16;
+        const int r = 16 * t + row;
+        cp16(ws + r * 64 + ((c ^ ((r >> 1) & 3)) << 4), src, ok);
+    }
+}
+
+__global__ void __launch_bounds__(GB_THREADS, 2)
+    gemm_bf16_kernel(const uint8_t *__restrict__ W, int64_t m, int64_t k, const float *__restrict__ x,
+                     int64_t n, float *__restrict__ y, const float *__restrict__ bias, int64_t kchunk,
+                     float *__restrict__ part) {
+    extern __shared__ __align__(16) uint8_t gb_sm[];
+    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(gb_sm);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int wm = (warp >> 2) * 64, wn = (warp & 3) * 32; /* this warp's 64 x rows, 32 weight rows */
+    const int64_t i0 = (int64_t)blockIdx.y * GB_BM, r0 = (int64_t)blockIdx.x * GB_BN;
+    const int64_t m_tiles = (m + 15) / 16;
+    const int64_t k_lo = (int64_t)blockIdx.z * kchunk, k_hi = k_lo + kchunk < k ? k_lo + kchunk : k;
+    const int64_t ks0 = k_lo / GB_BK, nk = (k_hi - k_lo) / GB_BK;
+
+    float acc[4][4][4];
+#pragma unroll
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+        for (int b = 0; b < 4; b++) acc[a][b][0] = acc[a][b][1] = acc[a][b][2] = acc[a][b][3] = 0.f;
+
+#pragma unroll
+    for (int s = 0; s < GB_ST - 1; s++) {
+        if (s < nk) gb_load(sbase, s, W, k, m_tiles, x, n, i0, r0, ks0 + s);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    /* ldmatrix: lane l gives row (l & 7) + 8 (l >> 4) of its 16, chunk (l >> 3) & 1 of the k half */
+    const int lrow = (lane & 7) + 8 * (lane >> 4), lch = (lane >> 3) & 1;
+    for (int64_t kb = 0; kb < nk; kb++) {
+        asm volatile("cp.async.wait_group %0;" ::"n"(GB_ST - 2) : "memory");
+        __syncthreads(); /* stage kb is in, and stage kb - 1 is read by every warp */
+        if (kb + GB_ST - 1 < nk)
+            gb_load(sbase, (int)((kb + GB_ST - 1) % GB_ST), W, k, m_tiles, x, n, i0, r0, ks0 + kb + GB_ST - 1);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        const int st = (int)(kb % GB_ST);
+        const float *xs = (const float *)(gb_sm + st * GB_STAGE);
+        const uint32_t ws = sbase + st * GB_STAGE + GB_XBYTES;
+#pragma unroll
+        for (int kk = 0; kk < GB_BK; kk += 16) {
+            uint32_t a[4][4], b[4][2];
+#pragma unroll
+            for (int mi = 0; mi < 4; mi++) {
+                const float *p0 = xs + (wm + 16 * mi + g) * GB_XLD + kk + 2 * t, *p1 = p0 + 8 * GB_XLD;
+                const float2 v0 = *(const float2 *)p0, v1 = *(const float2 *)p1;
+                const float2 v2 = *(const float2 *)(p0 + 8), v3 = *(const float2 *)(p1 + 8);
+                a[mi][0] = bf2(v0.x, v0.y), a[mi][1] = bf2(v1.x, v1.y);
+                a[mi][2] = bf2(v2.x, v2.y), a[mi][3] = bf2(v3.x, v3.y);
+            }
+#pragma unroll
+            for (int nb = 0; nb < 2; nb++) { /* weight rows wn + 16 nb .. + 16: n blocks 2 nb, 2 nb + 1 */
+                const int r = wn + 16 * nb + lrow, c = kk / 8 + lch;
+                const uint32_t addr = ws + r * 64 + ((c ^ ((r >> 1) & 3)) << 4);
+                uint32_t q0, q1, q2, q3;
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                             : "=r"(q0), "=r"(q1), "=r"(q2), "=r"(q3)
+                             : "r"(addr));
+                b[2 * nb][0] = q0, b[2 * nb][1] = q1, b[2 * nb + 1][0] = q2, b[2 * nb + 1][1] = q3;
+            }
+#pragma unroll
+            for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+                for (int nj = 0; nj < 4; nj++) mma_bf16(acc[mi][nj], a[mi], b[nj][0], b[nj][1]);
+        }
+    }
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+
+    /* c0, c1: x row g, weight rows 2t, 2t + 1 of the n block; c2, c3: x row g + 8 */
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int64_t i = i0 + wm + 16 * mi + g + 8 * h;
+            if (i >= n) continue;
+#pragma unroll
+            for (int nj = 0; nj < 4; nj++) {
+                const int64_t r = r0 + wn + 8 * nj + 2 * t;
+                const float v0 = acc[mi][nj][2 * h], v1 = acc[mi][nj][2 * h + 1];
+                if (part) {
+                    float *o = part + ((size_t)blockIdx.z * n + i) * m + r;
+                    if (r < m) o[0] = v0;
+                    if (r + 1 < m) o[1] = v1;
+                } else {
+                    float *o = y + (size_t)i * m + r;
+                    if (r < m) o[0] = v0 + (bias ? bias[r] : 0.f);
+                    if (r + 1 < m) o[1] = v1 + (bias ? bias[r + 1] : 0.f);
+                }
+            }
+        }
+}
+
+} // namespace
+
+extern "C" {
+
+bool mtplx_cuda_gemm_bf16_ok(int64_t k, const float *x) {
+    return k > 0 && k % GB_BK == 0 && ((uintptr_t)x & 15) == 0;
+}
+
+cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, const void *W, int64_t m, int64_t k, const float *x, int64_t n,
+                                 float *y, const float *bias, const mtplx_cuda_tc_split *sp) {
+    if (!mtplx_cuda_gemm_bf16_ok(k, x) || ((uintptr_t)W & 15)) return cudaErrorInvalidValue;
+    if (n <= 0 || m <= 0) return cudaSuccess;
+    static bool attr_set = false; /* (one device a process, as the backend) */
+    if (!attr_set) {
+        cudaError_t e = cudaFuncSetAttribute(gemm_bf16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             GB_ST * GB_STAGE);
+        if (e != cudaSuccess) return e;
+        attr_set = true;
+    }
+    const int64_t gx = (m + GB_BN - 1) / GB_BN, gy = (n + GB_BM - 1) / GB_BM, steps = k / GB_BK;
+    /* split-k while the tiles leave SMs idle: about two blocks an SM, at
+     * least four k steps a run, the partials within the scratch */
+    int splits = 1;
+    if (sp && sp->buf && sp->n_sm > 0 && gx * gy < sp->n_sm) {
+        int64_t want = (2 * (int64_t)sp->n_sm + gx * gy - 1) / (gx * gy);
+        int64_t fit = (int64_t)(sp->bytes / ((size_t)(n * m) * sizeof(float)));
+        if (want > 8) want = 8;
+        if (want > steps / 4) want = steps / 4;
+        if (want > fit) want = fit;
+        splits = want >= 2 ? (int)want : 1;
+    }
+    const int64_t kchunk = (steps + splits - 1) / splits * GB_BK;
+    splits = (int)((k + kchunk - 1) / kchunk);
+    float *part = splits > 1 ? sp->buf : NULL;
+    dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)splits);
+    gemm_bf16_kernel<<<grid, GB_THREADS, GB_ST * GB_STAGE, s>>>((const uint8_t *)W, m, k, x, n, y, bias,
+                                                                kchunk, part);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess || !part) return e;
+    return mtplx_cuda_tc_reduce(s, part, splits, n * m, m, y, bias);
+}
+
+} // extern "C"

@@ -1,0 +1,111 @@
+/* cuda_gemm_bench.cu: the prefill GEMM alone for BF16 weights (issue 10):
+ * gemm_bf16.cu's pipelined kernel against kernels.cu's tc_mm_kernel on the
+ * same tiled weights (mtplx_cuda_tile_bf16), Qwen3 0.6B and 8B matrix
+ * shapes, n activation rows. Prints ms (median of 20 launches after 3 warm),
+ * TFLOP/s (2 n m k / time) and max |new - old| over max |old|; the two
+ * round their operands the same way, so that is f32 summation order only.
+ *   tools/cuda_gemm_bench.sh    (builds and runs; output to $OUT)
+ *   ./cuda_gemm_bench [n,n,...]   (default 128,512,2048) */
+#define _Noreturn [[noreturn]] /* core.h is C11; this file is C++ */
+extern "C" {
+#include "kernels/kernels.h"
+}
+#include "cuda/cuda_kernels.h"
+#include "cuda/cuda_layout.h"
+
+#include <cmath>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "cuda_tool.cuh" /* CK, tool_hash */
+
+__global__ void fill_bf16(uint16_t *p, size_t n, uint32_t seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float f = ((float)(tool_hash(i, seed) & 0xFFFF) / 32768.f - 1.f) * 0.05f;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        p[i] = (uint16_t)(u >> 16);
+    }
+}
+__global__ void fill_f32(float *p, size_t n, uint32_t seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        p[i] = (float)(tool_hash(i, seed) & 0xFFFF) / 32768.f - 1.f;
+}
+
+template <class F> static double median_ms(cudaStream_t st, F launch) {
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < 3; i++) launch();
+    std::vector<float> ts;
+    for (int i = 0; i < 20; i++) {
+        CK(cudaEventRecord(a, st));
+        launch();
+        CK(cudaEventRecord(b, st));
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        ts.push_back(ms);
+    }
+    std::sort(ts.begin(), ts.end());
+    return ts[ts.size() / 2];
+}
+
+int main(int argc, char **argv) {
+    std::vector<long> ns;
+    for (char *s = strtok(argc > 1 ? argv[1] : strdup("128,512,2048"), ","); s; s = strtok(NULL, ","))
+        ns.push_back(atol(s));
+    struct Shape {
+        const char *name;
+        long m, k;
+    } shapes[] = {{"0.6b qkv", 4096, 1024}, {"0.6b o", 1024, 2048},  {"0.6b gate", 3072, 1024},
+                  {"0.6b down", 1024, 3072}, {"8b qkv", 6144, 4096},   {"8b o", 4096, 4096},
+                  {"8b gate", 12288, 4096},  {"8b down", 4096, 12288}};
+    long nmax = 0;
+    for (long n : ns) nmax = std::max(nmax, n);
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    int dev = 0, sms = 0;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    mtplx_cuda_tc_split sp = {NULL, (size_t)8 << 20, sms}; /* the backend's scratch size (TC_SPLIT_BYTES) */
+    CK(cudaMalloc(&sp.buf, sp.bytes));
+    printf("GPU SMs %d; BF16 tiled weights, x f32; ms = median of 20\n", sms);
+    printf("%-10s %6s %6s %6s  %9s %9s  %8s %8s  %6s  %s\n", "shape", "m", "k", "n", "old ms", "new ms", "old TF/s",
+           "new TF/s", "x", "max|diff| rel");
+    for (auto &S : shapes) {
+        uint16_t *raw;
+        void *W;
+        float *x, *y0, *y1;
+        CK(cudaMalloc(&raw, (size_t)S.m * S.k * 2));
+        CK(cudaMalloc(&W, mtplx_cuda_bf16_tiled_bytes(S.m, S.k)));
+        CK(cudaMalloc(&x, (size_t)nmax * S.k * 4));
+        CK(cudaMalloc(&y0, (size_t)nmax * S.m * 4));
+        CK(cudaMalloc(&y1, (size_t)nmax * S.m * 4));
+        fill_bf16<<<1024, 256, 0, st>>>(raw, (size_t)S.m * S.k, 17u);
+        fill_f32<<<1024, 256, 0, st>>>(x, (size_t)nmax * S.k, 29u);
+        CK(mtplx_cuda_tile_bf16(st, raw, W, S.m, S.k));
+        for (long n : ns) {
+            double t0 = median_ms(st, [&] {
+                CK(mtplx_cuda_matmul_tc(st, MTPLX_TYPE_BF16, W, (size_t)S.k * 2, MTPLX_CUDA_W_BF16_TILED, S.m, S.k, x,
+                                        n, y0, NULL, &sp));
+            });
+            double t1 = median_ms(st, [&] { CK(mtplx_cuda_gemm_bf16(st, W, S.m, S.k, x, n, y1, NULL, &sp)); });
+            std::vector<float> a((size_t)n * S.m), b((size_t)n * S.m);
+            CK(cudaStreamSynchronize(st));
+            CK(cudaMemcpy(a.data(), y0, a.size() * 4, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(b.data(), y1, b.size() * 4, cudaMemcpyDeviceToHost));
+            double dm = 0, am = 0;
+            for (size_t i = 0; i < a.size(); i++)
+                dm = std::max(dm, (double)fabsf(a[i] - b[i])), am = std::max(am, (double)fabsf(a[i]));
+            const double fl = 2.0 * n * S.m * S.k;
+            printf("%-10s %6ld %6ld %6ld  %9.4f %9.4f  %8.1f %8.1f  %5.2fx  %.2e\n", S.name, S.m, S.k, n, t0, t1,
+                   fl / t0 / 1e9, fl / t1 / 1e9, t0 / t1, am > 0 ? dm / am : dm);
+        }
+        cudaFree(raw), cudaFree(W), cudaFree(x), cudaFree(y0), cudaFree(y1);
+    }
+    return 0;
+}

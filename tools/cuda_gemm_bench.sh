@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# cuda_gemm_bench.sh: build tools/cuda_gemm_bench.cu (the BF16 prefill GEMM
+# alone: gemm_bf16.cu against kernels.cu's tc_mm_kernel) and run it on a GPU
+# machine, from the repo root.
+#   tools/cuda_gemm_bench.sh [n,n,...]     output: $OUT (or /tmp)/cuda_gemm_bench.txt
+set -uo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+DEST="${OUT:-/tmp}"
+B="$(mktemp -d)"
+NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+F="-O3 -std=c++17 -arch=sm_90 -I$ROOT/include -I$ROOT/src -DMTPLX_HAVE_CUDA -D_GNU_SOURCE"
+for f in kernels mmv mmv_tc mmv_i8 gemm_bf16; do "$NVCC" $F -c "$ROOT/src/cuda/$f.cu" -o "$B/$f.o" & done
+"$NVCC" $F -c "$ROOT/tools/cuda_gemm_bench.cu" -o "$B/bench.o" &
+wait
+"$NVCC" -arch=sm_90 "$B"/*.o -o "$B/cuda_gemm_bench" || exit 1
+"$B/cuda_gemm_bench" "$@" 2>&1 | tee "$DEST/cuda_gemm_bench.txt"
