@@ -629,9 +629,11 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
      * so every row before pos0 was written by kernels that have completed;
      * the step's own rows (from pos0 on) are the q/k prep's, read after the
      * wait. Without dyn (plain launches, whose predecessors may still run)
-     * everything waits. */
+     * everything waits. Only where the block is its run's one reader (one
+     * chunk of qvs): with two chunks (8B, 8 rows) the early copies made the
+     * step slower (bench/RESULTS.md section 37). */
     pdl_trigger();
-    const bool early = dyn != nullptr && sa.early;
+    const bool early = dyn != nullptr && sa.early && gridDim.z == 1;
     pos0 += dyn_pos(dyn);
     const int g = blockIdx.x, sp = blockIdx.y, grp = n_head / n_head_kv;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
