@@ -1121,9 +1121,11 @@ static void test_attention_case(int kv_type, int64_t n_tok, int nh, int nkv, int
      * math, only the summation order differs from the CPU's) */
     mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu);
     float *o = NULL;
-    for (int fl = 0; fl <= (n_tok > 16 && saved.flash ? 1 : 0); fl++) {
+    bool fm = kv_type == MTPLX_TYPE_F16 && (hd == 64 || hd == 128) && saved.flash_mma;
+    for (int fl = 0; fl <= (n_tok > 16 && saved.flash ? (fm ? 2 : 1) : 0); fl++) {
         mtplx_cuda_paths p = saved;
-        p.flash = fl;
+        p.flash = fl > 0;
+        p.flash_mma = fl == 1; /* 2: fa_kernel's f32 loops where the tensor cores would run */
         mtplx_cuda_set_paths(gpu, p);
         gpu->attention(gpu, qd, n_tok, nh, nkv, hd, kd, vd, kv_type, pos0, scale, od);
         free(o);
@@ -1131,7 +1133,11 @@ static void test_attention_case(int kv_type, int64_t n_tok, int nh, int nkv, int
         double e = rel_err(o, ref, n_tok * nh * hd, 1e-3);
         report(e <= 1e-5, "attention %s n_tok=%-3lld heads=%d/%d hd=%-3d pos0=%-4lld%s  %.2e (tol 1e-5)",
                kv_type == MTPLX_TYPE_F32 ? "F32" : "F16", (long long)n_tok, nh, nkv, hd, (long long)pos0,
-               fl ? " flash (MTPLX_CUDA_FLASH)" : "", e);
+               fl == 2 ? " flash, f32 (MTPLX_CUDA_FLASH_MMA=0)"
+               : fl && fm ? " flash, tensor cores"
+               : fl      ? " flash (MTPLX_CUDA_FLASH)"
+                         : "",
+               e);
     }
     mtplx_cuda_set_paths(gpu, saved);
     if (n_tok <= 16 && saved.attn_split) {
@@ -1196,6 +1202,10 @@ static void test_attention(void) {
     test_attention_case(MTPLX_TYPE_F16, 50, 6, 2, 40, 70);  /* a chunk after a prefix */
     test_attention_case(MTPLX_TYPE_F16, 33, 8, 2, 128, 0);
     test_attention_case(MTPLX_TYPE_F32, 70, 4, 1, 256, 45); /* 82 KB of shared memory */
+    /* the tensor-core flash kernel (F16, head_dim 64 / 128): 64-query,
+     * 64-key tiles, partly filled, after a prefix, GQA 2 and 4 */
+    test_attention_case(MTPLX_TYPE_F16, 200, 8, 4, 128, 70);
+    test_attention_case(MTPLX_TYPE_F16, 130, 16, 4, 64, 300);
     /* long contexts: a token's positions split over blocks (attn_kernel) */
     test_attention_case(MTPLX_TYPE_F16, 3, 14, 2, 64, 62); /* 63, 64, 65 positions: 1, 1, 2 splits */
     test_attention_case(MTPLX_TYPE_F16, 1, 16, 8, 128, 2000);

@@ -1032,6 +1032,204 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
     }
 }
 
+/* ---- flash attention for prefill on tensor cores (fa_mma_kernel) ----
+ * fa_kernel's f32 loops run a prefill's attention at a few TFLOP/s; at
+ * 2048 tokens of an 8B model that is as long as all its GEMMs. Here, for an
+ * F16 cache and head_dim 64 or 128, block (query tile of FM_QT tokens, query
+ * head) is FM_WARPS warps of 16 query rows each, and the block walks the
+ * keys in tiles of FM_KT positions that it stages in shared memory (two
+ * stages, cp.async; the last tile's loads of the causal limit and past are
+ * zeros). Each warp does attn_mma_kernel's arithmetic on its rows:
+ *   S = Q K^T (m16n8k16 f16, f32 sums; q as f16 hi + lo of q scale 2^e, e
+ *   the row's own exponent), the causal mask, the row's max over the tile,
+ *   c = exp(M_old - M), w = exp(s - M), l = l c + the w's (a fixed tree),
+ *   O = O c + P V (P = w 2^12 as f16 hi + lo; V by ldmatrix.trans),
+ * so the result is f32-accurate (test_cuda: within 1e-5 of the CPU, as
+ * fa_kernel). A warp whose rows see none of a tile's keys skips it. Heavy
+ * query tiles (late tokens, more keys) are launched first. */
+constexpr int FM_WARPS = 4, FM_QT = 16 * FM_WARPS, FM_KT = 64;
+size_t fm_smem_bytes(int hd) {
+    return (size_t)2 * 2 * FM_KT * am_rs(hd) * 16;
+}
+bool fm_ok(int hd, bool f16) {
+    return f16 && (hd == 64 || hd == 128);
+}
+
+template <int HDIM>
+__global__ void __launch_bounds__(FM_WARPS * 32, 2)
+    fa_mma_kernel(const float *__restrict__ q, int64_t n_tok, int n_head, int n_head_kv,
+                  const __half *__restrict__ K, const __half *__restrict__ V, int64_t pos0, float scale,
+                  float *__restrict__ out, const mtplx_cuda_step *__restrict__ dyn) {
+    constexpr int KS = HDIM / 16, NT = HDIM / 8, RS = am_rs(HDIM), CPR = HDIM / 8;
+    extern __shared__ uint4 fm_sm[]; /* [stage][K, V][FM_KT][RS] */
+    pos0 += dyn_pos(dyn);
+    const int h = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+    const int64_t t0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * FM_QT; /* heavy tiles first */
+    const int kvh = h / (n_head / n_head_kv);
+    const int64_t t_end = t0 + FM_QT < n_tok ? t0 + FM_QT : n_tok;
+    const int64_t kend = pos0 + t_end; /* keys [0, kend) serve this block */
+    const int64_t tw = t0 + 16 * warp;  /* the warp's first query row */
+
+    /* the warp's rows of Q (tokens tw + gq, tw + gq + 8) as attn_mma_kernel's A fragments */
+    uint32_t qh[KS][4], ql[KS][4];
+    int64_t lim[2]; /* a row sees keys p <= lim (-1: a row past n_tok) */
+    float einv[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int64_t t = tw + gq + 8 * r;
+        const bool live = t < n_tok;
+        lim[r] = live ? pos0 + t : -1;
+        const float *qp = q + ((size_t)(live ? t : 0) * n_head + h) * HDIM;
+        float2 x[KS][2];
+        float mx = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                x[ks][hh] = live ? *(const float2 *)(qp + 16 * ks + 2 * tq + 8 * hh) : make_float2(0.f, 0.f);
+                x[ks][hh].x *= scale, x[ks][hh].y *= scale;
+                mx = fmaxf(mx, fmaxf(fabsf(x[ks][hh].x), fabsf(x[ks][hh].y)));
+            }
+        mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
+        int ex = 0;
+        if (mx > 0.f && mx <= 3.0e38f) frexpf(mx, &ex);
+        const int e = mx > 0.f && mx <= 3.0e38f ? 14 - ex : 0;
+        const float f = ldexpf(1.f, e);
+        einv[r] = ldexpf(1.f, -e);
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++)
+                split_h2(x[ks][hh].x * f, x[ks][hh].y * f, qh[ks][2 * hh + r], ql[ks][2 * hh + r]);
+    }
+    const int64_t wlim = lim[0] > lim[1] ? lim[0] : lim[1]; /* (per lane; the warp's max below) */
+    int64_t warp_lim = wlim;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        long long other = __shfl_xor_sync(0xFFFFFFFFu, (long long)warp_lim, o);
+        warp_lim = other > warp_lim ? other : warp_lim;
+    }
+
+    const size_t prow = (size_t)n_head_kv * HDIM * 2;
+    const char *kb = (const char *)K + (size_t)kvh * HDIM * 2, *vb = (const char *)V + (size_t)kvh * HDIM * 2;
+    auto issue = [&](int64_t j, int st) { /* key tile j into stage st, all threads */
+        uint4 *ks = fm_sm + (size_t)st * 2 * FM_KT * RS, *vs = ks + FM_KT * RS;
+#pragma unroll
+        for (int u = 0; u < FM_KT * CPR / (FM_WARPS * 32); u++) {
+            const int idx = threadIdx.x + FM_WARPS * 32 * u, r = idx / CPR, c = idx % CPR;
+            const int64_t p = j * FM_KT + r;
+            const bool ok = p < kend;
+            const size_t at = (size_t)(ok ? p : 0) * prow + (size_t)c * 16;
+            cp_async16z(ks + r * RS + c, kb + at, ok);
+            cp_async16z(vs + r * RS + c, vb + at, ok);
+        }
+        cp_async_commit();
+    };
+
+    float acc[NT][4];
+#pragma unroll
+    for (int n = 0; n < NT; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+    float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.f, 0.f};
+    const int mi = lane >> 3, rr = lane & 7;
+    const int64_t nkt = (kend + FM_KT - 1) / FM_KT;
+    issue(0, 0);
+    for (int64_t j = 0; j < nkt; j++) {
+        const int st = (int)(j & 1);
+        if (j + 1 < nkt) {
+            issue(j + 1, st ^ 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads(); /* tile j is in for every warp */
+        if (j * FM_KT <= warp_lim) { /* some row of the warp sees a key of the tile */
+            const uint4 *ks = fm_sm + (size_t)st * 2 * FM_KT * RS, *vs = ks + FM_KT * RS;
+            /* S: [n tile: keys 8 nt..][c0 row gq key 2 tq, c1 +1, c2 row gq + 8, c3] */
+            float s[FM_KT / 8][4];
+#pragma unroll
+            for (int nt = 0; nt < FM_KT / 8; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+            for (int pr = 0; pr < FM_KT / 16; pr++)
+#pragma unroll
+                for (int k = 0; k < KS; k++) {
+                    uint32_t b[4];
+                    ldsm_x4(b, ks + (16 * pr + 8 * (mi >> 1) + rr) * RS + 2 * k + (mi & 1));
+                    mma_f16(s[2 * pr], qh[k], b[0], b[1]);
+                    mma_f16(s[2 * pr], ql[k], b[0], b[1]);
+                    mma_f16(s[2 * pr + 1], qh[k], b[2], b[3]);
+                    mma_f16(s[2 * pr + 1], ql[k], b[2], b[3]);
+                }
+            const int64_t pb = j * FM_KT;
+            float c_r[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                float mx = -INFINITY;
+#pragma unroll
+                for (int nt = 0; nt < FM_KT / 8; nt++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const int64_t p = pb + 8 * nt + 2 * tq + e;
+                        const float v = p <= lim[r] ? s[nt][2 * r + e] * einv[r] : -INFINITY;
+                        s[nt][2 * r + e] = v;
+                        mx = fmaxf(mx, v);
+                    }
+                mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
+                const float mn = fmaxf(m_r[r], mx);
+                c_r[r] = mn == -INFINITY ? 1.f : expf(m_r[r] - mn);
+                float t = 0.f;
+#pragma unroll
+                for (int nt = 0; nt < FM_KT / 8; nt++) {
+                    const float a = s[nt][2 * r], b = s[nt][2 * r + 1];
+                    s[nt][2 * r] = a == -INFINITY ? 0.f : expf(a - mn);
+                    s[nt][2 * r + 1] = b == -INFINITY ? 0.f : expf(b - mn);
+                    t = __fadd_rn(t, __fadd_rn(s[nt][2 * r], s[nt][2 * r + 1]));
+                }
+                t = __fadd_rn(t, __shfl_xor_sync(0xFFFFFFFFu, t, 1));
+                t = __fadd_rn(t, __shfl_xor_sync(0xFFFFFFFFu, t, 2));
+                l_r[r] = __fadd_rn(__fmul_rn(l_r[r], c_r[r]), t);
+                m_r[r] = mn;
+            }
+#pragma unroll
+            for (int n = 0; n < NT; n++) {
+                acc[n][0] = __fmul_rn(acc[n][0], c_r[0]), acc[n][1] = __fmul_rn(acc[n][1], c_r[0]);
+                acc[n][2] = __fmul_rn(acc[n][2], c_r[1]), acc[n][3] = __fmul_rn(acc[n][3], c_r[1]);
+            }
+#pragma unroll
+            for (int kk = 0; kk < FM_KT / 16; kk++) {
+                /* P's A fragment for keys [16 kk, 16 kk + 16): n tiles 2 kk, 2 kk + 1 */
+                uint32_t ph[4], pl[4];
+                split_h2(s[2 * kk][0] * AM_PSCALE, s[2 * kk][1] * AM_PSCALE, ph[0], pl[0]);
+                split_h2(s[2 * kk][2] * AM_PSCALE, s[2 * kk][3] * AM_PSCALE, ph[1], pl[1]);
+                split_h2(s[2 * kk + 1][0] * AM_PSCALE, s[2 * kk + 1][1] * AM_PSCALE, ph[2], pl[2]);
+                split_h2(s[2 * kk + 1][2] * AM_PSCALE, s[2 * kk + 1][3] * AM_PSCALE, ph[3], pl[3]);
+#pragma unroll
+                for (int n = 0; n < NT; n += 2) {
+                    uint32_t b[4];
+                    ldsm_x4_t(b, vs + (16 * kk + 8 * (mi & 1) + rr) * RS + n + (mi >> 1));
+                    mma_f16(acc[n], ph, b[0], b[1]);
+                    mma_f16(acc[n], pl, b[0], b[1]);
+                    mma_f16(acc[n + 1], ph, b[2], b[3]);
+                    mma_f16(acc[n + 1], pl, b[2], b[3]);
+                }
+            }
+        }
+        __syncthreads(); /* stage st is read before the next issue refills it */
+    }
+    /* out = O / l (O carried 2^12 P's scale) */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int64_t t = tw + gq + 8 * r;
+        if (t >= n_tok) continue;
+        const float inv = 1.f / (l_r[r] * AM_PSCALE);
+        float *op = out + ((size_t)t * n_head + h) * HDIM;
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+            *(float2 *)(op + 8 * n + 2 * tq) = make_float2(acc[n][2 * r] * inv, acc[n][2 * r + 1] * inv);
+    }
+}
+
 template <bool F16>
 cudaError_t launch_fa(cudaStream_t s, const float *q, int64_t n_tok, int n_head, int n_head_kv,
                       int hd, const void *k, const void *v, int64_t pos0, float scale, float *out,
@@ -1158,11 +1356,29 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
 cudaError_t mtplx_cuda_attention_flash(cudaStream_t s, const float *q, int64_t n_tok, int n_head,
                                        int n_head_kv, int head_dim, const void *k, const void *v,
                                        int kv_type, int64_t pos0, float scale, float *out,
-                                       const mtplx_cuda_step *dyn) {
+                                       const mtplx_cuda_step *dyn, bool mma) {
     if (head_dim > 32 * ATT_MAXE || n_head % n_head_kv != 0 ||
         (kv_type != MTPLX_TYPE_F16 && kv_type != MTPLX_TYPE_F32))
         return cudaErrorInvalidValue;
     if (n_tok <= 0) return cudaSuccess;
+    if (mma && fm_ok(head_dim, kv_type == MTPLX_TYPE_F16) && ((uintptr_t)q & 7) == 0 &&
+        (((uintptr_t)k | (uintptr_t)v) & 15) == 0) {
+        static bool attr = false; /* (one device a process, as the backend) */
+        if (!attr) {
+            cudaError_t e = cudaFuncSetAttribute(fa_mma_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 (int)fm_smem_bytes(64));
+            if (e == cudaSuccess)
+                e = cudaFuncSetAttribute(fa_mma_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)fm_smem_bytes(128));
+            if (e != cudaSuccess) return e;
+            attr = true;
+        }
+        dim3 grid((unsigned)((n_tok + FM_QT - 1) / FM_QT), (unsigned)n_head);
+        auto kern = head_dim == 64 ? fa_mma_kernel<64> : fa_mma_kernel<128>;
+        kern<<<grid, FM_WARPS * 32, fm_smem_bytes(head_dim), s>>>(q, n_tok, n_head, n_head_kv, (const __half *)k,
+                                                                  (const __half *)v, pos0, scale, out, dyn);
+        return cudaGetLastError();
+    }
     if (kv_type == MTPLX_TYPE_F16)
         return launch_fa<true>(s, q, n_tok, n_head, n_head_kv, head_dim, k, v, pos0, scale, out, dyn);
     return launch_fa<false>(s, q, n_tok, n_head, n_head_kv, head_dim, k, v, pos0, scale, out, dyn);

@@ -623,7 +623,7 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
     if (bench_skip("attn", n_tok)) return;
     if (c->paths.flash && n_tok > MTPLX_CUDA_STEP_ROWS) {
         CK(mtplx_cuda_attention_flash(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v,
-                                      kv_type, pos0, scale, out, dyn),
+                                      kv_type, pos0, scale, out, dyn, c->paths.flash_mma),
            "attention (flash)");
     } else {
         cap_attn_range(c, pos0, n_tok,
@@ -901,6 +901,7 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .tile = !env_is_0("MTPLX_CUDA_TILE"),
                           .attn_split = !env_is_0("MTPLX_CUDA_ATTN_SPLIT"),
                           .gemm_bf16 = !env_is_0("MTPLX_CUDA_GEMM_BF16"),
+                          .flash_mma = !env_is_0("MTPLX_CUDA_FLASH_MMA"),
                           .attn_group_from = attn_group_from_env(),
                           .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};
     if (tc && strcmp(tc, "0") == 0) p.tc = false;

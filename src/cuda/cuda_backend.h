@@ -91,6 +91,10 @@ typedef struct mtplx_cuda_paths {
     /* a prefill's BF16 tiled weights through gemm_bf16.cu's pipelined GEMM
      * (MTPLX_CUDA_GEMM_BF16=0: kernels.cu's tc_mm_kernel, as other types) */
     bool gemm_bf16;
+    /* a prefill's attention (flash) on tensor cores for an F16 cache with
+     * head_dim 64 or 128 (attention.cu's fa_mma_kernel; MTPLX_CUDA_FLASH_MMA=0:
+     * fa_kernel's f32 loops, as other shapes) */
+    bool flash_mma;
     /* a step's rows of at least this many positions: a block per KV head
      * (attn_group_kernel; MTPLX_CUDA_ATTN_GROUP=N, 0: never, 1: always) */
     int64_t attn_group_from;

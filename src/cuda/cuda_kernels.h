@@ -338,10 +338,12 @@ cudaError_t mtplx_cuda_attention_init(void);
  * head per block share each K/V tile in shared memory. f32 math as the one
  * above, but not bit-identical to it (another summation order); the backend
  * uses it only for n_tok above MTPLX_CUDA_STEP_ROWS. F16 / F32 KV. */
+/* mma: an F16 cache with head_dim 64 or 128 on tensor cores (fa_mma_kernel),
+ * else (and for other shapes) fa_kernel's f32 loops */
 cudaError_t mtplx_cuda_attention_flash(cudaStream_t s, const float *q, int64_t n_tok, int n_head,
                                        int n_head_kv, int head_dim, const void *k, const void *v,
                                        int kv_type, int64_t pos0, float scale, float *out,
-                                       const mtplx_cuda_step *dyn);
+                                       const mtplx_cuda_step *dyn, bool mma);
 
 #ifdef __cplusplus
 }
