@@ -195,7 +195,10 @@ static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool wit
      * turned off is not run (a crashing kernel must not stop the rest). */
     mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu);
     bool tc_too = n > 16 && k % 8 == 0 && saved.tc;
-    bool bf16_gemm = tc_too && type == MTPLX_TYPE_BF16 && k % 32 == 0 && saved.tile && saved.gemm_bf16;
+    /* (Q8_0 in the int8-interleaved copy needs k % 64 == 0; else tc_mm_kernel
+     * runs in both, and both are checked the same way) */
+    bool bf16_gemm = tc_too && saved.gemm_bf16 && k % 32 == 0 &&
+                     ((type == MTPLX_TYPE_BF16 && saved.tile) || type == MTPLX_TYPE_Q8_0);
     float *y = NULL, *emu = tc_too ? tc_emulated(&w, x, bias, n) : NULL;
     for (int tc = 0; tc <= (tc_too ? (bf16_gemm ? 3 : saved.tc_split ? 2 : 1) : 0); tc++) {
         if (tc == 2 && !saved.tc_split) continue;
@@ -312,6 +315,18 @@ static void test_matmul(void) {
     test_matmul_case(MTPLX_TYPE_BF16, 1030, 32, 33, false);
     test_matmul_case(MTPLX_TYPE_BF16, 37, 2048, 300, false);
     test_matmul_case(MTPLX_TYPE_BF16, 4100, 256, 40, true);
+    /* and its Q8_0: the packed copy (mma_q4k on: mmv_tc.cu's layout) and
+     * the int8-interleaved one (off: mmv_i8.cu's, k % 64 == 0) */
+    mtplx_cuda_paths s0 = mtplx_cuda_get_paths(gpu);
+    for (int q4k = 1; q4k >= 0 && s0.mma; q4k--) {
+        mtplx_cuda_paths p = s0;
+        p.mma_q4k = q4k;
+        mtplx_cuda_set_paths(gpu, p);
+        test_matmul_case(MTPLX_TYPE_Q8_0, 301, 448, 130, true);
+        test_matmul_case(MTPLX_TYPE_Q8_0, 37, 2048, 300, false);
+        test_matmul_case(MTPLX_TYPE_Q8_0, 1030, 512, 40, false);
+    }
+    mtplx_cuda_set_paths(gpu, s0);
     /* the int8 GEMV's Q8_0 (k % 64 == 0): a part x chunk (448), k steps
      * for every warp with a tail (2112) */
     static const int64_t n8[] = {1, 3, 9, 16};

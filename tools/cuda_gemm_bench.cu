@@ -93,7 +93,10 @@ int main(int argc, char **argv) {
                 CK(mtplx_cuda_matmul_tc(st, MTPLX_TYPE_BF16, W, (size_t)S.k * 2, MTPLX_CUDA_W_BF16_TILED, S.m, S.k, x,
                                         n, y0, NULL, &sp));
             });
-            double t1 = median_ms(st, [&] { CK(mtplx_cuda_gemm_bf16(st, W, S.m, S.k, x, n, y1, NULL, &sp)); });
+            double t1 = median_ms(st, [&] {
+                CK(mtplx_cuda_gemm_bf16(st, MTPLX_CUDA_W_BF16_TILED, W, (size_t)S.k * 2, S.m, S.k, x, n, y1, NULL,
+                                        &sp));
+            });
             std::vector<float> a((size_t)n * S.m), b((size_t)n * S.m);
             CK(cudaStreamSynchronize(st));
             CK(cudaMemcpy(a.data(), y0, a.size() * 4, cudaMemcpyDeviceToHost));

@@ -435,10 +435,11 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
         const void *W = mmv_weight(c, w);
         size_t rbl = layout == MTPLX_CUDA_W_BF16_TILED ? rb : mtplx_cuda_q8_0_packed_row(w->k);
         if (use_tc(c, w, W, rbl, n)) {
-            if (layout == MTPLX_CUDA_W_BF16_TILED && c->paths.gemm_bf16 && mtplx_cuda_gemm_bf16_ok(w->k, x)) {
+            if (c->paths.gemm_bf16 && mtplx_cuda_gemm_bf16_ok(layout, w->k, x)) {
                 mtplx_cuda_tc_split sp = c->split;
                 if (!c->paths.tc_split) sp.buf = NULL;
-                CK(mtplx_cuda_gemm_bf16(c->stream, W, w->m, w->k, x, n, y, b, &sp), "matmul (BF16 GEMM)");
+                CK(mtplx_cuda_gemm_bf16(c->stream, layout, W, rbl, w->m, w->k, x, n, y, b, &sp),
+                   "matmul (pipelined GEMM)");
                 return;
             }
             CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rbl, layout, w->m, w->k, x, n, y, b,

@@ -28,6 +28,7 @@ extern "C" {
 #include "kernels/kernels.h"
 }
 #include "cuda/cuda_kernels.h"
+#include "cuda/cuda_layout.h"
 #include "cuda/cuda_util.cuh"
 
 #include <cuda_bf16.h>
@@ -45,6 +46,19 @@ __device__ __forceinline__ void cp16(uint32_t dst, const void *src, bool ok) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0)
                  : "memory");
 }
+template <int N> __device__ __forceinline__ void cp_small(uint32_t dst, const void *src, bool ok) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dst), "l"(src), "n"(N), "r"(ok ? N : 0)
+                 : "memory");
+}
+
+/* The weight layouts (cuda_layout.h) the kernel reads: BF16 tiled, or
+ * Q8_0 packed / int8-interleaved (rb bytes a row: the k quants, at e or at
+ * ipos(e), then the k / 32 f16 scales). A Q8_0 stage holds each row's 32
+ * quants of the step in element order (GB_QLD bytes a row) and the f16
+ * scales of the step's block and its pair (4 bytes a row, at GB_QS). */
+enum { WL_BF16 = 0, WL_Q8 = 1, WL_Q8I = 2 };
+constexpr int GB_QLD = 48, GB_QS = GB_BN * GB_QLD;
+static_assert(GB_QS + 4 * GB_BN <= GB_WBYTES, "a Q8_0 stage fits BF16's");
 __device__ __forceinline__ uint32_t bf2(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi); /* .x = lo, the lower address */
     uint32_t u;
@@ -61,7 +75,8 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
 /* Stage st of the block: k step ks (elements [32 ks, 32 ks + 32)) of its
  * x rows i0.. (f32, rows past n zero) and weight rows r0.. (tiles past the
  * padded m zero). 256 threads: 4 x chunks and 2 W chunks each. */
-__device__ __forceinline__ void gb_load(uint32_t sbase, int st, const uint8_t *__restrict__ W,
+template <int WL>
+__device__ __forceinline__ void gb_load(uint32_t sbase, int st, const uint8_t *__restrict__ W, size_t rb,
                                         int64_t k, int64_t m_tiles, const float *__restrict__ x, int64_t n,
                                         int64_t i0, int64_t r0, int64_t ks) {
     const uint32_t xs = sbase + st * GB_STAGE, ws = xs + GB_XBYTES;
@@ -73,19 +88,41 @@ __device__ __forceinline__ void gb_load(uint32_t sbase, int st, const uint8_t *_
         const float *src = x + (size_t)(ok ? i0 + row : 0) * k + ks * GB_BK + 4 * c;
         cp16(xs + (row * GB_XLD + 4 * c) * 4, src, ok);
     }
+    if constexpr (WL == WL_BF16) {
 #pragma unroll
-    for (int h = 0; h < 2; h++) { /* 8 tiles x 16 rows x 4 chunks of 8 bf16 */
-        const int p = tid + GB_THREADS * h, t = p >> 6, row = (p >> 2) & 15, c = p & 3;
-        const int64_t tile = r0 / 16 + t;
-        const bool ok = tile < m_tiles;
-        const uint8_t *src = W + (size_t)(ok ? tile : 0) * 16 * (size_t)(2 * k) + ks * 1024 + row * 64 + c * 16;
-        const int r = 16 * t + row;
-        cp16(ws + r * 64 + ((c ^ ((r >> 1) & 3)) << 4), src, ok);
+        for (int h = 0; h < 2; h++) { /* 8 tiles x 16 rows x 4 chunks of 8 bf16 */
+            const int p = tid + GB_THREADS * h, t = p >> 6, row = (p >> 2) & 15, c = p & 3;
+            const int64_t tile = r0 / 16 + t;
+            const bool ok = tile < m_tiles;
+            const uint8_t *src = W + (size_t)(ok ? tile : 0) * 16 * (size_t)(2 * k) + ks * 1024 + row * 64 + c * 16;
+            const int r = 16 * t + row;
+            cp16(ws + r * 64 + ((c ^ ((r >> 1) & 3)) << 4), src, ok);
+        }
+    } else {
+        /* m_tiles is m here: rows past it are zeros */
+        if constexpr (WL == WL_Q8) { /* 128 rows x 2 chunks of 16 quants */
+            const int row = tid >> 1, c = tid & 1;
+            const bool ok = r0 + row < m_tiles;
+            cp16(ws + row * GB_QLD + 16 * c, W + (size_t)(ok ? r0 + row : 0) * rb + ks * 32 + 16 * c, ok);
+        } else { /* 128 rows x 4 pieces of 8 quants: piece q of block b at 16 q + 8 b of its 64 */
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int p = tid + GB_THREADS * h, row = p >> 2, q = p & 3;
+                const bool ok = r0 + row < m_tiles;
+                cp_small<8>(ws + row * GB_QLD + 8 * q,
+                            W + (size_t)(ok ? r0 + row : 0) * rb + (ks >> 1) * 64 + 16 * q + 8 * (ks & 1), ok);
+            }
+        }
+        if (tid < GB_BN) { /* the scales of blocks 2 (ks / 2) and + 1 */
+            const bool ok = r0 + tid < m_tiles;
+            cp_small<4>(ws + GB_QS + 4 * tid, W + (size_t)(ok ? r0 + tid : 0) * rb + k + 4 * (ks >> 1), ok);
+        }
     }
 }
 
+template <int WL>
 __global__ void __launch_bounds__(GB_THREADS, 2)
-    gemm_bf16_kernel(const uint8_t *__restrict__ W, int64_t m, int64_t k, const float *__restrict__ x,
+    gemm_bf16_kernel(const uint8_t *__restrict__ W, size_t rb, int64_t m, int64_t k, const float *__restrict__ x,
                      int64_t n, float *__restrict__ y, const float *__restrict__ bias, int64_t kchunk,
                      float *__restrict__ part) {
     extern __shared__ __align__(16) uint8_t gb_sm[];
@@ -93,7 +130,7 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int wm = (warp >> 2) * 64, wn = (warp & 3) * 32; /* this warp's 64 x rows, 32 weight rows */
     const int64_t i0 = (int64_t)blockIdx.y * GB_BM, r0 = (int64_t)blockIdx.x * GB_BN;
-    const int64_t m_tiles = (m + 15) / 16;
+    const int64_t m_tiles = WL == WL_BF16 ? (m + 15) / 16 : m; /* (gb_load's bound) */
     const int64_t k_lo = (int64_t)blockIdx.z * kchunk, k_hi = k_lo + kchunk < k ? k_lo + kchunk : k;
     const int64_t ks0 = k_lo / GB_BK, nk = (k_hi - k_lo) / GB_BK;
 
@@ -105,7 +142,7 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
 
 #pragma unroll
     for (int s = 0; s < GB_ST - 1; s++) {
-        if (s < nk) gb_load(sbase, s, W, k, m_tiles, x, n, i0, r0, ks0 + s);
+        if (s < nk) gb_load<WL>(sbase, s, W, rb, k, m_tiles, x, n, i0, r0, ks0 + s);
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
     /* ldmatrix: lane l gives row (l & 7) + 8 (l >> 4) of its 16, chunk (l >> 3) & 1 of the k half */
@@ -114,11 +151,19 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
         asm volatile("cp.async.wait_group %0;" ::"n"(GB_ST - 2) : "memory");
         __syncthreads(); /* stage kb is in, and stage kb - 1 is read by every warp */
         if (kb + GB_ST - 1 < nk)
-            gb_load(sbase, (int)((kb + GB_ST - 1) % GB_ST), W, k, m_tiles, x, n, i0, r0, ks0 + kb + GB_ST - 1);
+            gb_load<WL>(sbase, (int)((kb + GB_ST - 1) % GB_ST), W, rb, k, m_tiles, x, n, i0, r0,
+                        ks0 + kb + GB_ST - 1);
         asm volatile("cp.async.commit_group;" ::: "memory");
         const int st = (int)(kb % GB_ST);
         const float *xs = (const float *)(gb_sm + st * GB_STAGE);
         const uint32_t ws = sbase + st * GB_STAGE + GB_XBYTES;
+        const uint8_t *wq = gb_sm + st * GB_STAGE + GB_XBYTES; /* (Q8_0) */
+        float dq[4]; /* Q8_0: the scale of this step's block for rows wn + 8 nj + g */
+        if constexpr (WL != WL_BF16)
+#pragma unroll
+            for (int nj = 0; nj < 4; nj++)
+                dq[nj] = __half2float(
+                    *(const __half *)(wq + GB_QS + 4 * (wn + 8 * nj + g) + 2 * ((ks0 + kb) & 1)));
 #pragma unroll
         for (int kk = 0; kk < GB_BK; kk += 16) {
             uint32_t a[4][4], b[4][2];
@@ -130,15 +175,29 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
                 a[mi][0] = bf2(v0.x, v0.y), a[mi][1] = bf2(v1.x, v1.y);
                 a[mi][2] = bf2(v2.x, v2.y), a[mi][3] = bf2(v3.x, v3.y);
             }
+            if constexpr (WL == WL_BF16) {
 #pragma unroll
-            for (int nb = 0; nb < 2; nb++) { /* weight rows wn + 16 nb .. + 16: n blocks 2 nb, 2 nb + 1 */
-                const int r = wn + 16 * nb + lrow, c = kk / 8 + lch;
-                const uint32_t addr = ws + r * 64 + ((c ^ ((r >> 1) & 3)) << 4);
-                uint32_t q0, q1, q2, q3;
-                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                             : "=r"(q0), "=r"(q1), "=r"(q2), "=r"(q3)
-                             : "r"(addr));
-                b[2 * nb][0] = q0, b[2 * nb][1] = q1, b[2 * nb + 1][0] = q2, b[2 * nb + 1][1] = q3;
+                for (int nb = 0; nb < 2; nb++) { /* weight rows wn + 16 nb .. + 16: n blocks 2 nb, 2 nb + 1 */
+                    const int r = wn + 16 * nb + lrow, c = kk / 8 + lch;
+                    const uint32_t addr = ws + r * 64 + ((c ^ ((r >> 1) & 3)) << 4);
+                    uint32_t q0, q1, q2, q3;
+                    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                                 : "=r"(q0), "=r"(q1), "=r"(q2), "=r"(q3)
+                                 : "r"(addr));
+                    b[2 * nb][0] = q0, b[2 * nb][1] = q1, b[2 * nb + 1][0] = q2, b[2 * nb + 1][1] = q3;
+                }
+            } else {
+                /* b0: row g, k 2t, 2t + 1; b1: k 2t + 8, 2t + 9; each value d q
+                 * in f32, then bf16 (deq8's and tc_fetch's rounding) */
+#pragma unroll
+                for (int nj = 0; nj < 4; nj++) {
+                    const uint8_t *qr = wq + (wn + 8 * nj + g) * GB_QLD + kk + 2 * t;
+#pragma unroll
+                    for (int hh = 0; hh < 2; hh++) {
+                        const uint16_t u = *(const uint16_t *)(qr + 8 * hh);
+                        b[nj][hh] = bf2(dq[nj] * (float)(int8_t)(u & 0xFF), dq[nj] * (float)(int8_t)(u >> 8));
+                    }
+                }
             }
 #pragma unroll
             for (int mi = 0; mi < 4; mi++)
@@ -176,18 +235,23 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
 
 extern "C" {
 
-bool mtplx_cuda_gemm_bf16_ok(int64_t k, const float *x) {
-    return k > 0 && k % GB_BK == 0 && ((uintptr_t)x & 15) == 0;
+bool mtplx_cuda_gemm_bf16_ok(int layout, int64_t k, const float *x) {
+    bool lay = layout == MTPLX_CUDA_W_BF16_TILED || layout == MTPLX_CUDA_W_Q8_PACKED ||
+               (layout == MTPLX_CUDA_W_Q8_I8 && k % 64 == 0);
+    return lay && k > 0 && k % GB_BK == 0 && ((uintptr_t)x & 15) == 0;
 }
 
-cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, const void *W, int64_t m, int64_t k, const float *x, int64_t n,
-                                 float *y, const float *bias, const mtplx_cuda_tc_split *sp) {
-    if (!mtplx_cuda_gemm_bf16_ok(k, x) || ((uintptr_t)W & 15)) return cudaErrorInvalidValue;
+cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int layout, const void *W, size_t rb, int64_t m, int64_t k,
+                                 const float *x, int64_t n, float *y, const float *bias,
+                                 const mtplx_cuda_tc_split *sp) {
+    if (!mtplx_cuda_gemm_bf16_ok(layout, k, x) || ((uintptr_t)W & 15) || rb % 16) return cudaErrorInvalidValue;
     if (n <= 0 || m <= 0) return cudaSuccess;
     static bool attr_set = false; /* (one device a process, as the backend) */
     if (!attr_set) {
-        cudaError_t e = cudaFuncSetAttribute(gemm_bf16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             GB_ST * GB_STAGE);
+        cudaError_t e = cudaSuccess;
+        for (auto kern : {gemm_bf16_kernel<WL_BF16>, gemm_bf16_kernel<WL_Q8>, gemm_bf16_kernel<WL_Q8I>})
+            if (e == cudaSuccess)
+                e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, GB_ST * GB_STAGE);
         if (e != cudaSuccess) return e;
         attr_set = true;
     }
@@ -207,8 +271,10 @@ cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, const void *W, int64_t m, int64
     splits = (int)((k + kchunk - 1) / kchunk);
     float *part = splits > 1 ? sp->buf : NULL;
     dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)splits);
-    gemm_bf16_kernel<<<grid, GB_THREADS, GB_ST * GB_STAGE, s>>>((const uint8_t *)W, m, k, x, n, y, bias,
-                                                                kchunk, part);
+    auto kern = layout == MTPLX_CUDA_W_BF16_TILED ? gemm_bf16_kernel<WL_BF16>
+                : layout == MTPLX_CUDA_W_Q8_PACKED ? gemm_bf16_kernel<WL_Q8>
+                                                   : gemm_bf16_kernel<WL_Q8I>;
+    kern<<<grid, GB_THREADS, GB_ST * GB_STAGE, s>>>((const uint8_t *)W, rb, m, k, x, n, y, bias, kchunk, part);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess || !part) return e;
     return mtplx_cuda_tc_reduce(s, part, splits, n * m, m, y, bias);
