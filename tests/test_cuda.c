@@ -198,7 +198,7 @@ static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool wit
     /* (Q8_0 in the int8-interleaved copy needs k % 64 == 0; else tc_mm_kernel
      * runs in both, and both are checked the same way) */
     bool bf16_gemm = tc_too && saved.gemm_bf16 && k % 32 == 0 &&
-                     ((type == MTPLX_TYPE_BF16 && saved.tile) || type == MTPLX_TYPE_Q8_0);
+                     ((type == MTPLX_TYPE_BF16 && saved.tile) || (type == MTPLX_TYPE_Q8_0 && saved.gemm_q8));
     float *y = NULL, *emu = tc_too ? tc_emulated(&w, x, bias, n) : NULL;
     for (int tc = 0; tc <= (tc_too ? (bf16_gemm ? 3 : saved.tc_split ? 2 : 1) : 0); tc++) {
         if (tc == 2 && !saved.tc_split) continue;
@@ -315,12 +315,13 @@ static void test_matmul(void) {
     test_matmul_case(MTPLX_TYPE_BF16, 1030, 32, 33, false);
     test_matmul_case(MTPLX_TYPE_BF16, 37, 2048, 300, false);
     test_matmul_case(MTPLX_TYPE_BF16, 4100, 256, 40, true);
-    /* and its Q8_0: the packed copy (mma_q4k on: mmv_tc.cu's layout) and
-     * the int8-interleaved one (off: mmv_i8.cu's, k % 64 == 0) */
+    /* and its Q8_0 (paths.gemm_q8, off by default): the packed copy
+     * (mma_q4k on: mmv_tc.cu's layout) and the int8-interleaved one (off:
+     * mmv_i8.cu's, k % 64 == 0) */
     mtplx_cuda_paths s0 = mtplx_cuda_get_paths(gpu);
-    for (int q4k = 1; q4k >= 0 && s0.mma; q4k--) {
+    for (int q4k = 1; q4k >= 0 && s0.mma && s0.gemm_bf16; q4k--) {
         mtplx_cuda_paths p = s0;
-        p.mma_q4k = q4k;
+        p.mma_q4k = q4k, p.gemm_q8 = true;
         mtplx_cuda_set_paths(gpu, p);
         test_matmul_case(MTPLX_TYPE_Q8_0, 301, 448, 130, true);
         test_matmul_case(MTPLX_TYPE_Q8_0, 37, 2048, 300, false);

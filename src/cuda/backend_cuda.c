@@ -435,7 +435,8 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
         const void *W = mmv_weight(c, w);
         size_t rbl = layout == MTPLX_CUDA_W_BF16_TILED ? rb : mtplx_cuda_q8_0_packed_row(w->k);
         if (use_tc(c, w, W, rbl, n)) {
-            if (c->paths.gemm_bf16 && mtplx_cuda_gemm_bf16_ok(layout, w->k, x)) {
+            if (c->paths.gemm_bf16 && (layout == MTPLX_CUDA_W_BF16_TILED || c->paths.gemm_q8) &&
+                mtplx_cuda_gemm_bf16_ok(layout, w->k, x)) {
                 mtplx_cuda_tc_split sp = c->split;
                 if (!c->paths.tc_split) sp.buf = NULL;
                 CK(mtplx_cuda_gemm_bf16(c->stream, layout, W, rbl, w->m, w->k, x, n, y, b, &sp),
@@ -902,6 +903,7 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .tile = !env_is_0("MTPLX_CUDA_TILE"),
                           .attn_split = !env_is_0("MTPLX_CUDA_ATTN_SPLIT"),
                           .gemm_bf16 = !env_is_0("MTPLX_CUDA_GEMM_BF16"),
+                          .gemm_q8 = getenv("MTPLX_CUDA_GEMM_Q8") && strcmp(getenv("MTPLX_CUDA_GEMM_Q8"), "1") == 0,
                           .flash_mma = !env_is_0("MTPLX_CUDA_FLASH_MMA"),
                           .attn_group_from = attn_group_from_env(),
                           .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};
