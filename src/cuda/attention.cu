@@ -8,8 +8,10 @@
  * attn_mma_kernel on tensor cores for an F16 cache and head_dim 64 or 128,
  * attn_group_kernel otherwise; all split a long context over blocks
  * (flash-decoding) and merge the runs in a fixed order, so a row is the same
- * bits in a decode step and in a verify step. For a prefill, fa_kernel tiles
- * queries and keys through shared memory. All math is f32, as the CPU's.
+ * bits in a decode step and in a verify step. For a prefill, fa_mma_kernel
+ * (F16 cache, head_dim 64 or 128, tensor cores) or fa_kernel tiles queries
+ * and keys through shared memory. All math is f32, as the CPU's, or f16
+ * mmas of hi + lo halves with f32 sums, which keep f32's accuracy.
  *
  * Positions come from the step block when dyn is set (CUDA graphs), as in
  * kernels.cu; the step kernels take part in programmatic dependent launch

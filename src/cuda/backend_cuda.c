@@ -67,7 +67,11 @@
  * kept for its precision). The GEMM splits k over more blocks when its tiles
  * leave SMs idle, summing the splits in a fixed order through a scratch made
  * here (TC_SPLIT_BYTES); MTPLX_CUDA_TC_SPLIT=0 turns that off alone.
- * mtplx_cuda_set_paths() does the same at run time.
+ * mtplx_cuda_set_paths() does the same at run time. BF16 weights in the
+ * GEMV's tiled copy take gemm_bf16.cu's pipelined GEMM instead
+ * (paths.gemm_bf16), and an F16 cache with head_dim 64 or 128 the
+ * tensor-core flash kernel (paths.flash_mma): a 2048-token prefill of an 8B
+ * BF16 shape 12.5k tok/s against 2.5k (bench/RESULTS.md section 37).
  *
  * Small-n matmuls and fused ops. Matmuls of n <= 16 rows (decode, verify)
  * run on mmv.cu's GEMV; the Q8_0 weights it reads are repacked once at
