@@ -16,11 +16,7 @@
 # -DMTPLX_ATTN_TRACE); READ_POS="P,...": the bench's READ probe (the cache's
 # reads alone, several ways). Output to $OUT (or /tmp): cuda_attn_bench.txt.
 set -uo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-DEST="${OUT:-/tmp}"
-B="$(mktemp -d)"
-NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
-F="-O3 -std=c++17 -arch=sm_90 -lineinfo -I$ROOT/include -I$ROOT/src -DMTPLX_HAVE_CUDA -D_GNU_SOURCE"
+TOOL_NVCC_EXTRA=-lineinfo . "$(dirname "$0")/cuda_tool_env.sh" # ROOT DEST B NVCC F
 [ $# -eq 0 ] && set -- "default:"
 "$NVCC" $F -c "$ROOT/tools/cuda_attn_bench.cu" -o "$B/bench.o" &
 i=0

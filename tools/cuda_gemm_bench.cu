@@ -20,7 +20,7 @@ extern "C" {
 #include <string.h>
 #include <vector>
 
-#include "cuda_tool.cuh" /* CK, tool_hash */
+#include "cuda_tool.cuh" /* CK, launch_median_ms, tool_hash */
 
 __global__ void fill_bf16(uint16_t *p, size_t n, uint32_t seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -33,25 +33,6 @@ __global__ void fill_bf16(uint16_t *p, size_t n, uint32_t seed) {
 __global__ void fill_f32(float *p, size_t n, uint32_t seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         p[i] = (float)(tool_hash(i, seed) & 0xFFFF) / 32768.f - 1.f;
-}
-
-template <class F> static double median_ms(cudaStream_t st, F launch) {
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < 3; i++) launch();
-    std::vector<float> ts;
-    for (int i = 0; i < 20; i++) {
-        CK(cudaEventRecord(a, st));
-        launch();
-        CK(cudaEventRecord(b, st));
-        CK(cudaEventSynchronize(b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        ts.push_back(ms);
-    }
-    std::sort(ts.begin(), ts.end());
-    return ts[ts.size() / 2];
 }
 
 int main(int argc, char **argv) {
@@ -89,14 +70,14 @@ int main(int argc, char **argv) {
         fill_f32<<<1024, 256, 0, st>>>(x, (size_t)nmax * S.k, 29u);
         CK(mtplx_cuda_tile_bf16(st, raw, W, S.m, S.k));
         for (long n : ns) {
-            double t0 = median_ms(st, [&] {
+            double t0 = launch_median_ms(st, [&] {
                 CK(mtplx_cuda_matmul_tc(st, MTPLX_TYPE_BF16, W, (size_t)S.k * 2, MTPLX_CUDA_W_BF16_TILED, S.m, S.k, x,
                                         n, y0, NULL, &sp));
-            });
-            double t1 = median_ms(st, [&] {
+            }, 20, 3);
+            double t1 = launch_median_ms(st, [&] {
                 CK(mtplx_cuda_gemm_bf16(st, MTPLX_CUDA_W_BF16_TILED, W, (size_t)S.k * 2, S.m, S.k, x, n, y1, NULL,
                                         &sp));
-            });
+            }, 20, 3);
             std::vector<float> a((size_t)n * S.m), b((size_t)n * S.m);
             CK(cudaStreamSynchronize(st));
             CK(cudaMemcpy(a.data(), y0, a.size() * 4, cudaMemcpyDeviceToHost));

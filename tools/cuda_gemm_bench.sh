@@ -4,11 +4,7 @@
 # machine, from the repo root.
 #   tools/cuda_gemm_bench.sh [n,n,...]     output: $OUT (or /tmp)/cuda_gemm_bench.txt
 set -uo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-DEST="${OUT:-/tmp}"
-B="$(mktemp -d)"
-NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
-F="-O3 -std=c++17 -arch=sm_90 -I$ROOT/include -I$ROOT/src -DMTPLX_HAVE_CUDA -D_GNU_SOURCE"
+. "$(dirname "$0")/cuda_tool_env.sh" # ROOT DEST B NVCC F
 for f in kernels mmv mmv_tc mmv_i8 gemm_bf16; do "$NVCC" $F -c "$ROOT/src/cuda/$f.cu" -o "$B/$f.o" & done
 "$NVCC" $F -c "$ROOT/tools/cuda_gemm_bench.cu" -o "$B/bench.o" &
 wait

@@ -13,11 +13,7 @@
 # wait for FILE to exist before running (so that the GPU is otherwise idle
 # while a build elsewhere is done first).
 set -uo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-DEST="${OUT:-/tmp}"
-B="$(mktemp -d)"
-NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
-F="-O3 -std=c++17 -arch=sm_90 -I$ROOT/include -I$ROOT/src -DMTPLX_HAVE_CUDA -D_GNU_SOURCE"
+. "$(dirname "$0")/cuda_tool_env.sh" # ROOT DEST B NVCC F
 [ $# -eq 0 ] && set -- "default:"
 "$NVCC" $F -c "$ROOT/src/cuda/mmv.cu" -o "$B/mmv.o" &
 "$NVCC" $F -c "$ROOT/src/cuda/mmv_tc.cu" -o "$B/mmv_tc.o" &

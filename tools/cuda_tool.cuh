@@ -1,8 +1,9 @@
 /* cuda_tool.cuh: what the standalone CUDA programs in tools/ share
  * (cuda_probe.cu, cuda_persist_probe.cu, cuda_mmv_bench.cu,
- * cuda_attn_bench.cu): CK(x) prints a failed CUDA call and exits with
- * status 1 (from main or from any function); graph_median_ms times a graph;
- * tool_hash makes the random test data. */
+ * cuda_gemm_bench.cu, cuda_attn_bench.cu): CK(x) prints a failed CUDA call
+ * and exits with status 1 (from main or from any function);
+ * launch_median_ms times launches, graph_median_ms a graph; tool_hash
+ * makes the random test data. */
 #ifndef MTPLX_CUDA_TOOL_CUH
 #define MTPLX_CUDA_TOOL_CUH
 
@@ -22,17 +23,17 @@
         }                                                                                    \
     } while (0)
 
-/* The median ms of reps launches of ge on st (events around each), after
- * warm launches that are not timed. */
-static inline double graph_median_ms(cudaStream_t st, cudaGraphExec_t ge, int reps, int warm) {
+/* The median ms of reps calls of launch() (work put on st; events around
+ * each), after warm calls that are not timed. */
+template <class Launch> static inline double launch_median_ms(cudaStream_t st, Launch launch, int reps, int warm) {
     cudaEvent_t a, b;
     CK(cudaEventCreate(&a));
     CK(cudaEventCreate(&b));
-    for (int i = 0; i < warm; i++) CK(cudaGraphLaunch(ge, st));
+    for (int i = 0; i < warm; i++) launch();
     std::vector<float> ts;
     for (int i = 0; i < reps; i++) {
         CK(cudaEventRecord(a, st));
-        CK(cudaGraphLaunch(ge, st));
+        launch();
         CK(cudaEventRecord(b, st));
         CK(cudaEventSynchronize(b));
         float ms;
@@ -42,6 +43,10 @@ static inline double graph_median_ms(cudaStream_t st, cudaGraphExec_t ge, int re
     std::sort(ts.begin(), ts.end());
     cudaEventDestroy(a), cudaEventDestroy(b);
     return ts[ts.size() / 2];
+}
+/* ... of launches of the graph ge */
+static inline double graph_median_ms(cudaStream_t st, cudaGraphExec_t ge, int reps, int warm) {
+    return launch_median_ms(st, [&] { CK(cudaGraphLaunch(ge, st)); }, reps, warm);
 }
 
 /* 32 random-looking bits for element i of a buffer filled with seed (the

@@ -611,6 +611,125 @@ __device__ __forceinline__ void split_h2(float a, float b, uint32_t &hi, uint32_
     hi = *(const uint32_t *)&h, lo = *(const uint32_t *)&l;
 }
 
+/* The tensor-core pieces attn_mma_kernel and fa_mma_kernel share (a lane's
+ * mma rows gq and gq + 8 are its rows r = 0, 1; tq its quad position).
+ *
+ * Row r's q (HDIM floats at qp, zeros where !live) times scale as A
+ * fragments, f16 hi and lo of q scale 2^e, e putting the row's largest
+ * |value| in [2^13, 2^14) (the row's 4 lanes tq hold all of it); einv =
+ * 2^-e undoes it on the scores. */
+template <int KS>
+__device__ __forceinline__ void mma_q_frags(const float *qp, bool live, float scale, int tq, int r,
+                                            uint32_t (&qh)[KS][4], uint32_t (&ql)[KS][4], float &einv) {
+    float2 x[KS][2];
+    float mx = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            x[ks][h] = live ? __ldcg((const float2 *)(qp + 16 * ks + 2 * tq + 8 * h)) : make_float2(0.f, 0.f);
+            x[ks][h].x *= scale, x[ks][h].y *= scale;
+            mx = fmaxf(mx, fmaxf(fabsf(x[ks][h].x), fabsf(x[ks][h].y)));
+        }
+    mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
+    int ex = 0;
+    if (mx > 0.f && mx <= 3.0e38f) frexpf(mx, &ex);
+    const int e = mx > 0.f && mx <= 3.0e38f ? 14 - ex : 0;
+    const float f = ldexpf(1.f, e);
+    einv = ldexpf(1.f, -e);
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            split_h2(x[ks][h].x * f, x[ks][h].y * f, qh[ks][2 * h + r], ql[ks][2 * h + r]);
+}
+
+/* S for 16 staged positions (K rows at ks, RS units a row): s0 positions
+ * 0-7, s1 8-15 ([c0 row gq pos 2 tq, c1 +1, c2 row gq + 8, c3]) */
+template <int KS, int RS>
+__device__ __forceinline__ void mma_qk16(const uint4 *ks, const uint32_t (&qh)[KS][4], const uint32_t (&ql)[KS][4],
+                                         int mi, int rr, float (&s0)[4], float (&s1)[4]) {
+#pragma unroll
+    for (int k = 0; k < KS; k++) {
+        uint32_t b[4]; /* (positions 0-7, dims lo), (0-7, hi), (8-15, lo), (8-15, hi) */
+        ldsm_x4(b, ks + (8 * (mi >> 1) + rr) * RS + 2 * k + (mi & 1));
+        mma_f16(s0, qh[k], b[0], b[1]);
+        mma_f16(s0, ql[k], b[0], b[1]);
+        mma_f16(s1, qh[k], b[2], b[3]);
+        mma_f16(s1, ql[k], b[2], b[3]);
+    }
+}
+
+/* The online softmax over one tile of NS x 8 positions (s[nt][2 r + e] is
+ * position pb + 8 nt + 2 tq + e of row r): the scores row r may not see
+ * (sees(r, p) false) drop out, the rest times einv[r]; the row's max M
+ * becomes max(M, the tile's), c = exp(M_old - M), s becomes the weights
+ * w = exp(s - M), l = l c + their sum (a fixed tree), and acc is scaled by
+ * c. A row's numbers depend on its own scores alone. */
+template <int NS, int NT, typename Pos /* int or int64_t */, typename Sees>
+__device__ __forceinline__ void mma_softmax_tile(float (&s)[NS][4], Pos pb, int tq, const float (&einv)[2],
+                                                 Sees sees, float (&m_r)[2], float (&l_r)[2], float (&acc)[NT][4]) {
+    float c_r[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < NS; nt++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float v = sees(r, pb + 8 * nt + 2 * tq + e) ? s[nt][2 * r + e] * einv[r] : -INFINITY;
+                s[nt][2 * r + e] = v;
+                mx = fmaxf(mx, v);
+            }
+        mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
+        const float mn = fmaxf(m_r[r], mx);
+        c_r[r] = mn == -INFINITY ? 1.f : expf(m_r[r] - mn);
+#pragma unroll
+        for (int nt = 0; nt < NS; nt++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float v = s[nt][2 * r + e];
+                s[nt][2 * r + e] = v == -INFINITY ? 0.f : expf(v - mn);
+            }
+        float t = __fadd_rn(s[0][2 * r], s[0][2 * r + 1]);
+#pragma unroll
+        for (int nt = 1; nt < NS; nt++) t = __fadd_rn(t, __fadd_rn(s[nt][2 * r], s[nt][2 * r + 1]));
+        t = __fadd_rn(t, __shfl_xor_sync(0xFFFFFFFFu, t, 1));
+        t = __fadd_rn(t, __shfl_xor_sync(0xFFFFFFFFu, t, 2));
+        l_r[r] = __fadd_rn(__fmul_rn(l_r[r], c_r[r]), t);
+        m_r[r] = mn;
+    }
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+        acc[n][0] = __fmul_rn(acc[n][0], c_r[0]), acc[n][1] = __fmul_rn(acc[n][1], c_r[0]);
+        acc[n][2] = __fmul_rn(acc[n][2], c_r[1]), acc[n][3] = __fmul_rn(acc[n][3], c_r[1]);
+    }
+}
+
+/* acc += P V for 16 positions: the weights w0 (positions 0-7) and w1 (8-15)
+ * as P's A fragment, w 2^12 in f16 hi + lo, and V's staged rows at vs */
+template <int NT, int RS>
+__device__ __forceinline__ void mma_pv16(const float (&w0)[4], const float (&w1)[4], const uint4 *vs, int mi, int rr,
+                                         float (&acc)[NT][4]) {
+    /* a0 (row gq, positions 2 tq..), a1 (row gq + 8), a2, a3 (positions 8 + 2 tq..) */
+    uint32_t ph[4], pl[4];
+    split_h2(w0[0] * AM_PSCALE, w0[1] * AM_PSCALE, ph[0], pl[0]);
+    split_h2(w0[2] * AM_PSCALE, w0[3] * AM_PSCALE, ph[1], pl[1]);
+    split_h2(w1[0] * AM_PSCALE, w1[1] * AM_PSCALE, ph[2], pl[2]);
+    split_h2(w1[2] * AM_PSCALE, w1[3] * AM_PSCALE, ph[3], pl[3]);
+#pragma unroll
+    for (int n = 0; n < NT; n += 2) {
+        uint32_t b[4]; /* V^T: (positions 0-7, dims 8n..), (8-15, 8n..), (0-7, 8n + 8..), (8-15, 8n + 8..) */
+        ldsm_x4_t(b, vs + (8 * (mi & 1) + rr) * RS + n + (mi >> 1));
+        mma_f16(acc[n], ph, b[0], b[1]);
+        mma_f16(acc[n], pl, b[0], b[1]);
+        mma_f16(acc[n + 1], ph, b[2], b[3]);
+        mma_f16(acc[n + 1], pl, b[2], b[3]);
+    }
+}
+
 template <int HDIM, bool TMA /* the stages filled by bulk copies instead of cp.async */>
 __global__ void __launch_bounds__(AM_WARPS * 32, 3)
     attn_mma_kernel(const float *__restrict__ q, int n_tok, int n_head, int n_head_kv,
@@ -721,9 +840,7 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
     pdl_wait(); /* (launch_k) */
     am_stamp(1);
 
-    /* this lane's rows of Q (qvs gq, gq + 8) as mma A fragments, hi and lo,
-     * of q scale 2^e: e puts the row's largest |value| in [2^13, 2^14) (the
-     * row's 4 lanes tq hold all of it) */
+    /* this lane's rows of Q (qvs gq, gq + 8) as mma A fragments */
     uint32_t qh[KS][4], ql[KS][4];
     int lo_r[2], hi_r[2];
     float einv[2];
@@ -732,30 +849,7 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
         const int i = gq + 8 * r;
         const bool live = i < nq && s_lo[i] < s_hi[i];
         lo_r[r] = s_lo[i], hi_r[r] = s_hi[i];
-        const float *qp = q + (size_t)(live ? tok_head(i) : 0) * HDIM;
-        float2 x[KS][2];
-        float mx = 0.f;
-#pragma unroll
-        for (int ks = 0; ks < KS; ks++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                x[ks][h] = live ? __ldcg((const float2 *)(qp + 16 * ks + 2 * tq + 8 * h))
-                                : make_float2(0.f, 0.f);
-                x[ks][h].x *= scale, x[ks][h].y *= scale;
-                mx = fmaxf(mx, fmaxf(fabsf(x[ks][h].x), fabsf(x[ks][h].y)));
-            }
-        mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
-        int ex = 0;
-        if (mx > 0.f && mx <= 3.0e38f) frexpf(mx, &ex);
-        const int e = mx > 0.f && mx <= 3.0e38f ? 14 - ex : 0;
-        const float f = ldexpf(1.f, e);
-        einv[r] = ldexpf(1.f, -e);
-#pragma unroll
-        for (int ks = 0; ks < KS; ks++)
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-                split_h2(x[ks][h].x * f, x[ks][h].y * f, qh[ks][2 * h + r], ql[ks][2 * h + r]);
+        mma_q_frags<KS>(q + (size_t)(live ? tok_head(i) : 0) * HDIM, live, scale, tq, r, qh, ql, einv[r]);
     }
 
     float acc[NT][4];
@@ -785,72 +879,13 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
         __syncwarp();
         const uint4 *ks = wsm + (size_t)st * 2 * AM_T * RS, *vs = ks + AM_T * RS;
 
-        /* S: [n tile: positions 8 nt..][c0 qv gq pos 2 tq, c1 +1, c2 qv gq + 8, c3] */
         float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-#pragma unroll
-        for (int k = 0; k < KS; k++) {
-            uint32_t b[4]; /* (positions 0-7, dims lo), (0-7, hi), (8-15, lo), (8-15, hi) */
-            ldsm_x4(b, ks + (8 * (mi >> 1) + rr) * RS + 2 * k + (mi & 1));
-            mma_f16(s[0], qh[k], b[0], b[1]);
-            mma_f16(s[0], ql[k], b[0], b[1]);
-            mma_f16(s[1], qh[k], b[2], b[3]);
-            mma_f16(s[1], ql[k], b[2], b[3]);
-        }
+        mma_qk16<KS, RS>(ks, qh, ql, mi, rr, s[0], s[1]);
         /* per qv row: the run's positions, the sub-tile max, c, w, l */
-        const int pb = j * AM_T;
-        float c_r[2];
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    int p = pb + 8 * nt + 2 * tq + e;
-                    float v = p >= lo_r[r] && p < hi_r[r] ? s[nt][2 * r + e] * einv[r] : -INFINITY;
-                    s[nt][2 * r + e] = v;
-                    mx = fmaxf(mx, v);
-                }
-            mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
-            const float mn = fmaxf(m_r[r], mx);
-            c_r[r] = mn == -INFINITY ? 1.f : expf(m_r[r] - mn);
-#pragma unroll
-            for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    float v = s[nt][2 * r + e];
-                    s[nt][2 * r + e] = v == -INFINITY ? 0.f : expf(v - mn);
-                }
-            float t = __fadd_rn(__fadd_rn(s[0][2 * r], s[0][2 * r + 1]),
-                                __fadd_rn(s[1][2 * r], s[1][2 * r + 1]));
-            t = __fadd_rn(t, __shfl_xor_sync(0xFFFFFFFFu, t, 1));
-            t = __fadd_rn(t, __shfl_xor_sync(0xFFFFFFFFu, t, 2));
-            l_r[r] = __fadd_rn(__fmul_rn(l_r[r], c_r[r]), t);
-            m_r[r] = mn;
-        }
-#pragma unroll
-        for (int n = 0; n < NT; n++) {
-            acc[n][0] = __fmul_rn(acc[n][0], c_r[0]), acc[n][1] = __fmul_rn(acc[n][1], c_r[0]);
-            acc[n][2] = __fmul_rn(acc[n][2], c_r[1]), acc[n][3] = __fmul_rn(acc[n][3], c_r[1]);
-        }
-        /* P as the A fragment: a0 (qv gq, positions 2 tq..), a1 (qv gq + 8), a2, a3 (positions 8 +
-         * 2 tq..) */
-        uint32_t ph[4], pl[4];
-        split_h2(s[0][0] * AM_PSCALE, s[0][1] * AM_PSCALE, ph[0], pl[0]);
-        split_h2(s[0][2] * AM_PSCALE, s[0][3] * AM_PSCALE, ph[1], pl[1]);
-        split_h2(s[1][0] * AM_PSCALE, s[1][1] * AM_PSCALE, ph[2], pl[2]);
-        split_h2(s[1][2] * AM_PSCALE, s[1][3] * AM_PSCALE, ph[3], pl[3]);
-#pragma unroll
-        for (int n = 0; n < NT; n += 2) {
-            uint32_t b[4]; /* V^T: (positions 0-7, dims 8n..), (8-15, 8n..), (0-7, 8n + 8..), (8-15,
-                              8n + 8..) */
-            ldsm_x4_t(b, vs + (8 * (mi & 1) + rr) * RS + n + (mi >> 1));
-            mma_f16(acc[n], ph, b[0], b[1]);
-            mma_f16(acc[n], pl, b[0], b[1]);
-            mma_f16(acc[n + 1], ph, b[2], b[3]);
-            mma_f16(acc[n + 1], pl, b[2], b[3]);
-        }
+        mma_softmax_tile<2, NT>(
+            s, j * AM_T, tq, einv, [&](int r, int p) { return p >= lo_r[r] && p < hi_r[r]; }, m_r, l_r,
+            acc);
+        mma_pv16<NT, RS>(s[0], s[1], vs, mi, rr, acc);
         __syncwarp(); /* the stage is read before it is refilled */
     }
 
@@ -1072,7 +1107,7 @@ __global__ void __launch_bounds__(FM_WARPS * 32, 2)
     const int64_t kend = pos0 + t_end; /* keys [0, kend) serve this block */
     const int64_t tw = t0 + 16 * warp;  /* the warp's first query row */
 
-    /* the warp's rows of Q (tokens tw + gq, tw + gq + 8) as attn_mma_kernel's A fragments */
+    /* the warp's rows of Q (tokens tw + gq, tw + gq + 8) as A fragments */
     uint32_t qh[KS][4], ql[KS][4];
     int64_t lim[2]; /* a row sees keys p <= lim (-1: a row past n_tok) */
     float einv[2];
@@ -1081,29 +1116,7 @@ __global__ void __launch_bounds__(FM_WARPS * 32, 2)
         const int64_t t = tw + gq + 8 * r;
         const bool live = t < n_tok;
         lim[r] = live ? pos0 + t : -1;
-        const float *qp = q + ((size_t)(live ? t : 0) * n_head + h) * HDIM;
-        float2 x[KS][2];
-        float mx = 0.f;
-#pragma unroll
-        for (int ks = 0; ks < KS; ks++)
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-                x[ks][hh] = live ? *(const float2 *)(qp + 16 * ks + 2 * tq + 8 * hh) : make_float2(0.f, 0.f);
-                x[ks][hh].x *= scale, x[ks][hh].y *= scale;
-                mx = fmaxf(mx, fmaxf(fabsf(x[ks][hh].x), fabsf(x[ks][hh].y)));
-            }
-        mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
-        int ex = 0;
-        if (mx > 0.f && mx <= 3.0e38f) frexpf(mx, &ex);
-        const int e = mx > 0.f && mx <= 3.0e38f ? 14 - ex : 0;
-        const float f = ldexpf(1.f, e);
-        einv[r] = ldexpf(1.f, -e);
-#pragma unroll
-        for (int ks = 0; ks < KS; ks++)
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++)
-                split_h2(x[ks][hh].x * f, x[ks][hh].y * f, qh[ks][2 * hh + r], ql[ks][2 * hh + r]);
+        mma_q_frags<KS>(q + ((size_t)(live ? t : 0) * n_head + h) * HDIM, live, scale, tq, r, qh, ql, einv[r]);
     }
     const int64_t wlim = lim[0] > lim[1] ? lim[0] : lim[1]; /* (per lane; the warp's max below) */
     int64_t warp_lim = wlim;
@@ -1147,75 +1160,17 @@ __global__ void __launch_bounds__(FM_WARPS * 32, 2)
         __syncthreads(); /* tile j is in for every warp */
         if (j * FM_KT <= warp_lim) { /* some row of the warp sees a key of the tile */
             const uint4 *ks = fm_sm + (size_t)st * 2 * FM_KT * RS, *vs = ks + FM_KT * RS;
-            /* S: [n tile: keys 8 nt..][c0 row gq key 2 tq, c1 +1, c2 row gq + 8, c3] */
             float s[FM_KT / 8][4];
 #pragma unroll
             for (int nt = 0; nt < FM_KT / 8; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
 #pragma unroll
             for (int pr = 0; pr < FM_KT / 16; pr++)
+                mma_qk16<KS, RS>(ks + 16 * pr * RS, qh, ql, mi, rr, s[2 * pr], s[2 * pr + 1]);
+            mma_softmax_tile<FM_KT / 8, NT>(
+                s, j * FM_KT, tq, einv, [&](int r, int64_t p) { return p <= lim[r]; }, m_r, l_r, acc);
 #pragma unroll
-                for (int k = 0; k < KS; k++) {
-                    uint32_t b[4];
-                    ldsm_x4(b, ks + (16 * pr + 8 * (mi >> 1) + rr) * RS + 2 * k + (mi & 1));
-                    mma_f16(s[2 * pr], qh[k], b[0], b[1]);
-                    mma_f16(s[2 * pr], ql[k], b[0], b[1]);
-                    mma_f16(s[2 * pr + 1], qh[k], b[2], b[3]);
-                    mma_f16(s[2 * pr + 1], ql[k], b[2], b[3]);
-                }
-            const int64_t pb = j * FM_KT;
-            float c_r[2];
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                float mx = -INFINITY;
-#pragma unroll
-                for (int nt = 0; nt < FM_KT / 8; nt++)
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        const int64_t p = pb + 8 * nt + 2 * tq + e;
-                        const float v = p <= lim[r] ? s[nt][2 * r + e] * einv[r] : -INFINITY;
-                        s[nt][2 * r + e] = v;
-                        mx = fmaxf(mx, v);
-                    }
-                mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
-                const float mn = fmaxf(m_r[r], mx);
-                c_r[r] = mn == -INFINITY ? 1.f : expf(m_r[r] - mn);
-                float t = 0.f;
-#pragma unroll
-                for (int nt = 0; nt < FM_KT / 8; nt++) {
-                    const float a = s[nt][2 * r], b = s[nt][2 * r + 1];
-                    s[nt][2 * r] = a == -INFINITY ? 0.f : expf(a - mn);
-                    s[nt][2 * r + 1] = b == -INFINITY ? 0.f : expf(b - mn);
-                    t = __fadd_rn(t, __fadd_rn(s[nt][2 * r], s[nt][2 * r + 1]));
-                }
-                t = __fadd_rn(t, __shfl_xor_sync(0xFFFFFFFFu, t, 1));
-                t = __fadd_rn(t, __shfl_xor_sync(0xFFFFFFFFu, t, 2));
-                l_r[r] = __fadd_rn(__fmul_rn(l_r[r], c_r[r]), t);
-                m_r[r] = mn;
-            }
-#pragma unroll
-            for (int n = 0; n < NT; n++) {
-                acc[n][0] = __fmul_rn(acc[n][0], c_r[0]), acc[n][1] = __fmul_rn(acc[n][1], c_r[0]);
-                acc[n][2] = __fmul_rn(acc[n][2], c_r[1]), acc[n][3] = __fmul_rn(acc[n][3], c_r[1]);
-            }
-#pragma unroll
-            for (int kk = 0; kk < FM_KT / 16; kk++) {
-                /* P's A fragment for keys [16 kk, 16 kk + 16): n tiles 2 kk, 2 kk + 1 */
-                uint32_t ph[4], pl[4];
-                split_h2(s[2 * kk][0] * AM_PSCALE, s[2 * kk][1] * AM_PSCALE, ph[0], pl[0]);
-                split_h2(s[2 * kk][2] * AM_PSCALE, s[2 * kk][3] * AM_PSCALE, ph[1], pl[1]);
-                split_h2(s[2 * kk + 1][0] * AM_PSCALE, s[2 * kk + 1][1] * AM_PSCALE, ph[2], pl[2]);
-                split_h2(s[2 * kk + 1][2] * AM_PSCALE, s[2 * kk + 1][3] * AM_PSCALE, ph[3], pl[3]);
-#pragma unroll
-                for (int n = 0; n < NT; n += 2) {
-                    uint32_t b[4];
-                    ldsm_x4_t(b, vs + (16 * kk + 8 * (mi & 1) + rr) * RS + n + (mi >> 1));
-                    mma_f16(acc[n], ph, b[0], b[1]);
-                    mma_f16(acc[n], pl, b[0], b[1]);
-                    mma_f16(acc[n + 1], ph, b[2], b[3]);
-                    mma_f16(acc[n + 1], pl, b[2], b[3]);
-                }
-            }
+            for (int kk = 0; kk < FM_KT / 16; kk++)
+                mma_pv16<NT, RS>(s[2 * kk], s[2 * kk + 1], vs + 16 * kk * RS, mi, rr, acc);
         }
         __syncthreads(); /* stage st is read before the next issue refills it */
     }
