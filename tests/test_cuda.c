@@ -198,7 +198,8 @@ static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool wit
     /* (Q8_0 in the int8-interleaved copy needs k % 64 == 0; else tc_mm_kernel
      * runs in both, and both are checked the same way) */
     bool bf16_gemm = tc_too && saved.gemm_bf16 && k % 32 == 0 &&
-                     ((type == MTPLX_TYPE_BF16 && saved.tile) || (type == MTPLX_TYPE_Q8_0 && saved.gemm_q8));
+                     ((type == MTPLX_TYPE_BF16 && saved.tile) ||
+                      ((type == MTPLX_TYPE_Q8_0 || type == MTPLX_TYPE_Q4_K) && saved.gemm_q8));
     float *y = NULL, *emu = tc_too ? tc_emulated(&w, x, bias, n) : NULL;
     for (int tc = 0; tc <= (tc_too ? (bf16_gemm ? 3 : saved.tc_split ? 2 : 1) : 0); tc++) {
         if (tc == 2 && !saved.tc_split) continue;
@@ -326,6 +327,10 @@ static void test_matmul(void) {
         test_matmul_case(MTPLX_TYPE_Q8_0, 301, 448, 130, true);
         test_matmul_case(MTPLX_TYPE_Q8_0, 37, 2048, 300, false);
         test_matmul_case(MTPLX_TYPE_Q8_0, 1030, 512, 40, false);
+        if (q4k) { /* Q4_K (file layout) in the same kernel: blocks of 256, sub-blocks as k steps */
+            test_matmul_case(MTPLX_TYPE_Q4_K, 301, 768, 130, true);
+            test_matmul_case(MTPLX_TYPE_Q4_K, 37, 2048, 300, false);
+        }
     }
     mtplx_cuda_set_paths(gpu, s0);
     /* the int8 GEMV's Q8_0 (k % 64 == 0): a part x chunk (448), k steps

@@ -75,8 +75,8 @@ int main(int argc, char **argv) {
                                         n, y0, NULL, &sp));
             }, 20, 3);
             double t1 = launch_median_ms(st, [&] {
-                CK(mtplx_cuda_gemm_bf16(st, MTPLX_CUDA_W_BF16_TILED, W, (size_t)S.k * 2, S.m, S.k, x, n, y1, NULL,
-                                        &sp));
+                CK(mtplx_cuda_gemm_bf16(st, MTPLX_TYPE_BF16, MTPLX_CUDA_W_BF16_TILED, W, (size_t)S.k * 2, S.m, S.k, x,
+                                        n, y1, NULL, &sp));
             }, 20, 3);
             std::vector<float> a((size_t)n * S.m), b((size_t)n * S.m);
             CK(cudaStreamSynchronize(st));

@@ -418,6 +418,15 @@ static bool use_tc(const cuda_backend *c, const mtplx_weight *w, const void *W, 
            mtplx_cuda_matmul_tc_ok(w->type, W, rb, w->k);
 }
 
+/* Whether a prefill's GEMM of w (in layout) takes gemm_bf16.cu's pipelined
+ * kernel: BF16 tiled by default (paths.gemm_bf16); Q8_0 and Q4_K only with
+ * paths.gemm_q8, since that path has not yet run on a GPU. */
+static bool gemm_pipelined(const cuda_backend *c, const mtplx_weight *w, int layout, const void *W,
+                           const float *x) {
+    return c->paths.gemm_bf16 && (w->type == MTPLX_TYPE_BF16 || c->paths.gemm_q8) && ((uintptr_t)W & 15) == 0 &&
+           mtplx_cuda_gemm_bf16_ok(w->type, layout, w->k, x);
+}
+
 static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bias, const float *x,
                       int64_t n, float *y) {
     cuda_backend *c = (cuda_backend *)be;
@@ -439,11 +448,10 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
         const void *W = mmv_weight(c, w);
         size_t rbl = layout == MTPLX_CUDA_W_BF16_TILED ? rb : mtplx_cuda_q8_0_packed_row(w->k);
         if (use_tc(c, w, W, rbl, n)) {
-            if (c->paths.gemm_bf16 && (layout == MTPLX_CUDA_W_BF16_TILED || c->paths.gemm_q8) &&
-                mtplx_cuda_gemm_bf16_ok(layout, w->k, x)) {
+            if (gemm_pipelined(c, w, layout, W, x)) {
                 mtplx_cuda_tc_split sp = c->split;
                 if (!c->paths.tc_split) sp.buf = NULL;
-                CK(mtplx_cuda_gemm_bf16(c->stream, layout, W, rbl, w->m, w->k, x, n, y, b, &sp),
+                CK(mtplx_cuda_gemm_bf16(c->stream, w->type, layout, W, rbl, w->m, w->k, x, n, y, b, &sp),
                    "matmul (pipelined GEMM)");
                 return;
             }
@@ -461,7 +469,12 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
         return;
     }
     const void *W = param(c, w->data, weight_bytes(w));
-    if (use_tc(c, w, W, rb, n))
+    if (use_tc(c, w, W, rb, n) && gemm_pipelined(c, w, MTPLX_CUDA_W_GGUF, W, x)) {
+        mtplx_cuda_tc_split sp = c->split;
+        if (!c->paths.tc_split) sp.buf = NULL;
+        CK(mtplx_cuda_gemm_bf16(c->stream, w->type, MTPLX_CUDA_W_GGUF, W, rb, w->m, w->k, x, n, y, b, &sp),
+           "matmul (pipelined GEMM)");
+    } else if (use_tc(c, w, W, rb, n))
         CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rb, MTPLX_CUDA_W_GGUF, w->m, w->k, x, n, y, b,
                                 c->paths.tc_split ? &c->split : NULL),
            "matmul (tensor cores)");

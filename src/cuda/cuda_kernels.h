@@ -111,16 +111,16 @@ cudaError_t mtplx_cuda_matmul_tc(cudaStream_t s, int type, const void *W, size_t
  * over nm outputs: the split-k GEMMs' sum of their partials */
 cudaError_t mtplx_cuda_tc_reduce(cudaStream_t s, const float *part, int splits, int64_t nm, int64_t m,
                                  float *y, const float *bias);
-/* The pipelined prefill GEMM (gemm_bf16.cu) for weights in a GEMV's copy:
- * BF16 in mtplx_cuda_tile_bf16's layout, or Q8_0 packed / int8-interleaved
- * (row_bytes mtplx_cuda_q8_0_packed_row(k)). y[n][m] = x W^T (+ bias), x
- * and W rounded to bf16 as mtplx_cuda_matmul_tc rounds them; k % 32 == 0
- * (64 for int8-interleaved Q8_0) and x 16-byte aligned
+/* The pipelined prefill GEMM (gemm_bf16.cu): BF16 in mtplx_cuda_tile_bf16's
+ * layout, Q8_0 packed / int8-interleaved (row_bytes
+ * mtplx_cuda_q8_0_packed_row(k)) or Q4_K in the file's layout. y[n][m] =
+ * x W^T (+ bias), x and W rounded to bf16 as mtplx_cuda_matmul_tc rounds
+ * them; k % 32 == 0 (64 for int8-interleaved Q8_0) and x 16-byte aligned
  * (mtplx_cuda_gemm_bf16_ok). split: as mtplx_cuda_matmul_tc's (buf NULL:
  * no split). */
-bool mtplx_cuda_gemm_bf16_ok(int layout, int64_t k, const float *x);
-cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int layout, const void *W, size_t row_bytes, int64_t m,
-                                 int64_t k, const float *x, int64_t n, float *y, const float *bias,
+bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x);
+cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const void *W, size_t row_bytes,
+                                 int64_t m, int64_t k, const float *x, int64_t n, float *y, const float *bias,
                                  const mtplx_cuda_tc_split *split);
 /* ---- the small-n GEMV (mmv, kernels.cu): n <= MTPLX_CUDA_MMV_ROWS rows of
  * x against up to three weights of one type and one k, in one launch. Each

@@ -51,14 +51,18 @@ template <int N> __device__ __forceinline__ void cp_small(uint32_t dst, const vo
                  : "memory");
 }
 
-/* The weight layouts (cuda_layout.h) the kernel reads: BF16 tiled, or
- * Q8_0 packed / int8-interleaved (rb bytes a row: the k quants, at e or at
- * ipos(e), then the k / 32 f16 scales). A Q8_0 stage holds each row's 32
- * quants of the step in element order (GB_QLD bytes a row) and the f16
- * scales of the step's block and its pair (4 bytes a row, at GB_QS). */
-enum { WL_BF16 = 0, WL_Q8 = 1, WL_Q8I = 2 };
+/* The weights the kernel reads: BF16 tiled, Q8_0 packed / int8-
+ * interleaved (cuda_layout.h; rb bytes a row: the k quants, at e or at
+ * ipos(e), then the k / 32 f16 scales), or Q4_K as in the file (144-byte
+ * blocks of 256: a 16-byte header, d, dmin and the 6-bit scales, then qs,
+ * whose bytes [32 c, 32 c + 32) hold sub-block 2 c in their low nibbles and
+ * 2 c + 1 in their high ones). A quantised stage holds each row's 32 bytes
+ * of the step's quants (GB_QLD bytes a row: Q8_0's in element order, Q4_K's
+ * sub-block pair) and at GB_QS Q8_0's f16 scales of the step's block and
+ * its pair (4 bytes a row) or Q4_K's block header (16 bytes a row). */
+enum { WL_BF16 = 0, WL_Q8 = 1, WL_Q8I = 2, WL_Q4K = 3 };
 constexpr int GB_QLD = 48, GB_QS = GB_BN * GB_QLD;
-static_assert(GB_QS + 4 * GB_BN <= GB_WBYTES, "a Q8_0 stage fits BF16's");
+static_assert(GB_QS + 16 * GB_BN <= GB_WBYTES, "a quantised stage fits BF16's");
 __device__ __forceinline__ uint32_t bf2(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi); /* .x = lo, the lower address */
     uint32_t u;
@@ -98,8 +102,16 @@ __device__ __forceinline__ void gb_load(uint32_t sbase, int st, const uint8_t *_
             const int r = 16 * t + row;
             cp16(ws + r * 64 + ((c ^ ((r >> 1) & 3)) << 4), src, ok);
         }
-    } else {
-        /* m_tiles is m here: rows past it are zeros */
+    } else if constexpr (WL == WL_Q4K) { /* 128 rows x (2 chunks of qs, the header); m_tiles is m */
+        const int row = tid >> 1, c = tid & 1;
+        const bool ok = r0 + row < m_tiles;
+        const uint8_t *blk = W + (size_t)(ok ? r0 + row : 0) * rb + (ks >> 3) * 144;
+        cp16(ws + row * GB_QLD + 16 * c, blk + 16 + 32 * ((ks & 7) >> 1) + 16 * c, ok);
+        if (tid < GB_BN) {
+            const bool okh = r0 + tid < m_tiles;
+            cp16(ws + GB_QS + 16 * tid, W + (size_t)(okh ? r0 + tid : 0) * rb + (ks >> 3) * 144, okh);
+        }
+    } else { /* Q8_0; m_tiles is m: rows past it are zeros */
         if constexpr (WL == WL_Q8) { /* 128 rows x 2 chunks of 16 quants */
             const int row = tid >> 1, c = tid & 1;
             const bool ok = r0 + row < m_tiles;
@@ -158,12 +170,19 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
         const float *xs = (const float *)(gb_sm + st * GB_STAGE);
         const uint32_t ws = sbase + st * GB_STAGE + GB_XBYTES;
         const uint8_t *wq = gb_sm + st * GB_STAGE + GB_XBYTES; /* (Q8_0) */
-        float dq[4]; /* Q8_0: the scale of this step's block for rows wn + 8 nj + g */
-        if constexpr (WL != WL_BF16)
+        /* rows wn + 8 nj + g: Q8_0 the scale of this step's block; Q4_K the
+         * scale and min of its sub-block (q4k_sub_scales, as deq8's) */
+        float dq[4], mq[4];
+        if constexpr (WL == WL_Q8 || WL == WL_Q8I)
 #pragma unroll
             for (int nj = 0; nj < 4; nj++)
                 dq[nj] = __half2float(
                     *(const __half *)(wq + GB_QS + 4 * (wn + 8 * nj + g) + 2 * ((ks0 + kb) & 1)));
+        if constexpr (WL == WL_Q4K)
+#pragma unroll
+            for (int nj = 0; nj < 4; nj++)
+                q4k_sub_scales(*(const uint4 *)(wq + GB_QS + 16 * (wn + 8 * nj + g)), (int)((ks0 + kb) & 7), dq[nj],
+                               mq[nj]);
 #pragma unroll
         for (int kk = 0; kk < GB_BK; kk += 16) {
             uint32_t a[4][4], b[4][2];
@@ -195,7 +214,14 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
 #pragma unroll
                     for (int hh = 0; hh < 2; hh++) {
                         const uint16_t u = *(const uint16_t *)(qr + 8 * hh);
-                        b[nj][hh] = bf2(dq[nj] * (float)(int8_t)(u & 0xFF), dq[nj] * (float)(int8_t)(u >> 8));
+                        if constexpr (WL == WL_Q4K) { /* d sc q - dmin m, deq8's expression */
+                            const int sh = (int)((ks0 + kb) & 1) * 4;
+                            const float q0 = (float)((u >> sh) & 0xF), q1 = (float)((u >> (8 + sh)) & 0xF);
+                            b[nj][hh] = bf2(dq[nj] * q0 - mq[nj], dq[nj] * q1 - mq[nj]);
+                        } else {
+                            b[nj][hh] =
+                                bf2(dq[nj] * (float)(int8_t)(u & 0xFF), dq[nj] * (float)(int8_t)(u >> 8));
+                        }
                     }
                 }
             }
@@ -235,21 +261,29 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
 
 extern "C" {
 
-bool mtplx_cuda_gemm_bf16_ok(int layout, int64_t k, const float *x) {
-    bool lay = layout == MTPLX_CUDA_W_BF16_TILED || layout == MTPLX_CUDA_W_Q8_PACKED ||
-               (layout == MTPLX_CUDA_W_Q8_I8 && k % 64 == 0);
-    return lay && k > 0 && k % GB_BK == 0 && ((uintptr_t)x & 15) == 0;
+/* the kernel for a weight of this type in this layout, or -1 */
+static int gb_kind(int type, int layout, int64_t k) {
+    if (type == MTPLX_TYPE_BF16 && layout == MTPLX_CUDA_W_BF16_TILED) return WL_BF16;
+    if (type == MTPLX_TYPE_Q8_0 && layout == MTPLX_CUDA_W_Q8_PACKED) return WL_Q8;
+    if (type == MTPLX_TYPE_Q8_0 && layout == MTPLX_CUDA_W_Q8_I8 && k % 64 == 0) return WL_Q8I;
+    if (type == MTPLX_TYPE_Q4_K && layout == MTPLX_CUDA_W_GGUF && k % 256 == 0) return WL_Q4K;
+    return -1;
 }
 
-cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int layout, const void *W, size_t rb, int64_t m, int64_t k,
-                                 const float *x, int64_t n, float *y, const float *bias,
+bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x) {
+    return gb_kind(type, layout, k) >= 0 && k > 0 && k % GB_BK == 0 && ((uintptr_t)x & 15) == 0;
+}
+
+cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const void *W, size_t rb, int64_t m,
+                                 int64_t k, const float *x, int64_t n, float *y, const float *bias,
                                  const mtplx_cuda_tc_split *sp) {
-    if (!mtplx_cuda_gemm_bf16_ok(layout, k, x) || ((uintptr_t)W & 15) || rb % 16) return cudaErrorInvalidValue;
+    if (!mtplx_cuda_gemm_bf16_ok(type, layout, k, x) || ((uintptr_t)W & 15) || rb % 16) return cudaErrorInvalidValue;
     if (n <= 0 || m <= 0) return cudaSuccess;
     static bool attr_set = false; /* (one device a process, as the backend) */
     if (!attr_set) {
         cudaError_t e = cudaSuccess;
-        for (auto kern : {gemm_bf16_kernel<WL_BF16>, gemm_bf16_kernel<WL_Q8>, gemm_bf16_kernel<WL_Q8I>})
+        for (auto kern : {gemm_bf16_kernel<WL_BF16>, gemm_bf16_kernel<WL_Q8>, gemm_bf16_kernel<WL_Q8I>,
+                          gemm_bf16_kernel<WL_Q4K>})
             if (e == cudaSuccess)
                 e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, GB_ST * GB_STAGE);
         if (e != cudaSuccess) return e;
@@ -271,9 +305,11 @@ cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int layout, const void *W, size
     splits = (int)((k + kchunk - 1) / kchunk);
     float *part = splits > 1 ? sp->buf : NULL;
     dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)splits);
-    auto kern = layout == MTPLX_CUDA_W_BF16_TILED ? gemm_bf16_kernel<WL_BF16>
-                : layout == MTPLX_CUDA_W_Q8_PACKED ? gemm_bf16_kernel<WL_Q8>
-                                                   : gemm_bf16_kernel<WL_Q8I>;
+    const int kind = gb_kind(type, layout, k);
+    auto kern = kind == WL_BF16 ? gemm_bf16_kernel<WL_BF16>
+                : kind == WL_Q8 ? gemm_bf16_kernel<WL_Q8>
+                : kind == WL_Q8I ? gemm_bf16_kernel<WL_Q8I>
+                                 : gemm_bf16_kernel<WL_Q4K>;
     kern<<<grid, GB_THREADS, GB_ST * GB_STAGE, s>>>((const uint8_t *)W, rb, m, k, x, n, y, bias, kchunk, part);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess || !part) return e;
