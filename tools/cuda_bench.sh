@@ -21,7 +21,10 @@
 # (default 512 / 3): the prefill measured after the steps (its column).
 # POSITIONS="16 1024 ..." (default 16): the decode and verify steps after a
 # context of that many tokens, each position a row (named "@P" after the
-# variant when it is not 16).
+# variant when it is not 16). LLAMA_BENCH=PATH (llama.cpp's llama-bench built
+# with CUDA: tools/cuda_llama_cpp.sh): after each model's rows, one row of
+# llama.cpp on the same file (all layers on the GPU, flash attention on):
+# its decode (tg 128) as ms a token and its prefill (pp PREFILL) tokens/s.
 set -uo pipefail
 . "$(dirname "$0")/cuda_env.sh" # ROOT, BUILD, the loader path to BUILD/deps
 DEST="${OUT:-$BUILD}"
@@ -88,6 +91,25 @@ print("%-5s %-5s %7.2f GB %9.3f %8.0f %5.0f%% %5.2fx %5.2fx %5.2fx %11.0f  %s" %
 PY
             done
         done
+        if [ -n "${LLAMA_BENCH:-}" ]; then
+            lj=$(timeout 300 "$LLAMA_BENCH" -m "$M" -ngl 99 -fa 1 -p "$PREFILL" -n 128 -r 3 -o jsonl 2>"$SCRATCH/llama.err")
+            [ -n "$lj" ] && echo "$lj" | grep '^{' | sed 's/^/{"llama_cpp": 1, "row": /; s/$/}/' >>"$JSONL"
+            python3 - "$lj" "$s" "$t" "$BW" <<'PY' | tee -a "$TXT"
+import json, sys
+rows = [json.loads(l) for l in sys.argv[1].splitlines() if l.strip().startswith("{")]
+pp = [r["avg_ts"] for r in rows if r.get("n_prompt", 0) > 0 and r.get("n_gen", 0) == 0]
+tg = [r["avg_ts"] for r in rows if r.get("n_gen", 0) > 0 and r.get("n_prompt", 0) == 0]
+if not tg:
+    print("%-5s %-5s llama.cpp: no result (see llama.err)" % (sys.argv[2], sys.argv[3]))
+else:
+    size = rows[0].get("model_size", 0)
+    ms = 1e3 / tg[0]
+    gbps = size / (ms / 1e3) / 1e9 if size else 0
+    print("%-5s %-5s %7.2f GB %9.3f %8.0f %5.0f%% %6s %6s %6s %11.0f  llama.cpp (tg 128, pp)" % (
+        sys.argv[2], sys.argv[3], size / 1e9, ms, gbps, 100 * gbps / float(sys.argv[4]), "", "", "",
+        pp[0] if pp else 0))
+PY
+        fi
         rm -f "$M"
     done
 done
