@@ -293,15 +293,6 @@ int ga_tile(int hd, bool f16, int want) {
     return T;
 }
 
-__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
-    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
 template <bool F16> __device__ __forceinline__ void ga_unpack(uint4 u, float *f) {
     if (F16) {
         const __half2 *h = (const __half2 *)&u;
@@ -561,12 +552,6 @@ bool am_ok(int hd, bool f16) {
     return f16 && (hd == 64 || hd == 128);
 }
 
-__device__ __forceinline__ void cp_async16z(void *dst, const void *src, bool ok) {
-    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src),
-                 "r"(ok ? 16 : 0)
-                 : "memory");
-}
 /* MTPLX_ATTN_TRACE (tools/cuda_attn_bench.sh builds a variant with it):
  * thread 0 of each block of attn_mma_kernel stamps the global timer at its
  * phases into am_trace[block][AM_TRACE_N]; mtplx_cuda_attn_trace reads them. */
@@ -584,18 +569,6 @@ __device__ __forceinline__ void am_stamp(int k) {
 #else
 __device__ __forceinline__ void am_stamp(int) {}
 #endif
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void *p) {
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
 __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                         uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "

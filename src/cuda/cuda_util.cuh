@@ -9,12 +9,15 @@
  * norm share, so the fused op matches the plain ones.
  *
  * pdl_trigger, pdl_wait and launch_k are programmatic dependent launch
- * (PDL, sm_90): see launch_k. */
+ * (PDL, sm_90): see launch_k. The cp_async*, ldsm_x4* and pack2 helpers are
+ * the shared-memory staging and tensor-core operand pieces that
+ * attention.cu, gemm_bf16.cu and kernels.cu share. */
 #ifndef MTPLX_CUDA_UTIL_CUH
 #define MTPLX_CUDA_UTIL_CUH
 
 #include "cuda/cuda_kernels.h"
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -84,6 +87,62 @@ HD void q4k_sub_scales(const uint4 &h, int j, float &scale, float &min) {
     }
     scale = d * (float)s;
     min = dmin * (float)m;
+}
+
+/* Asynchronous copies of 16 bytes global -> shared (cp.async.cg; dst a
+ * shared address, or a generic pointer into shared memory). The z form
+ * copies 16 bytes where ok and writes 16 zeros otherwise (src then need
+ * not be readable, only a valid address). */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+    cp_async16((uint32_t)__cvta_generic_to_shared(dst), src);
+}
+__device__ __forceinline__ void cp_async16z(uint32_t dst, const void *src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async16z(void *dst, const void *src, bool ok) {
+    cp_async16z((uint32_t)__cvta_generic_to_shared(dst), src, ok);
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+/* until at most N of this thread's committed groups are in flight */
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* ldmatrix of four 8 x 8 b16 matrices (each lane gives one row's address,
+ * shared), plain or transposed */
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t a) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
+    ldsm_x4(r, (uint32_t)__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void *p) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+/* (a, b) rounded to nearest as a pair of E (bf16 or f16), a in the low
+ * half (the lower address): a tensor-core operand register */
+template <typename E> __device__ __forceinline__ uint32_t pack2(float a, float b);
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
+}
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float a, float b) {
+    __half2 v = __floats2half2_rn(a, b);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
 }
 
 /* the step block's position (CUDA graphs: cuda_kernels.h's mtplx_cuda_step), 0 without one */

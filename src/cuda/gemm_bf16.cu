@@ -46,10 +46,7 @@ constexpr int GB_XLD = GB_BK + 8; /* floats a staged x row: lds.64 of a fragment
 constexpr int GB_XBYTES = GB_BM * GB_XLD * 4, GB_WBYTES = GB_BN * GB_BK * 2;
 constexpr int GB_STAGE = GB_XBYTES + GB_WBYTES;
 
-__device__ __forceinline__ void cp16(uint32_t dst, const void *src, bool ok) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0)
-                 : "memory");
-}
+/* (cp_async16z, cp_async_commit, cp_async_wait, ldsm_x4, pack2: cuda_util.cuh) */
 template <int N> __device__ __forceinline__ void cp_small(uint32_t dst, const void *src, bool ok) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dst), "l"(src), "n"(N), "r"(ok ? N : 0)
                  : "memory");
@@ -67,12 +64,6 @@ template <int N> __device__ __forceinline__ void cp_small(uint32_t dst, const vo
 enum { WL_BF16 = 0, WL_Q8 = 1, WL_Q8I = 2, WL_Q4K = 3 };
 constexpr int GB_QLD = 48, GB_QS = GB_BN * GB_QLD;
 static_assert(GB_QS + 16 * GB_BN <= GB_WBYTES, "a quantised stage fits BF16's");
-__device__ __forceinline__ uint32_t bf2(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi); /* .x = lo, the lower address */
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    return u;
-}
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
                  "{%8,%9}, {%0,%1,%2,%3};"
@@ -94,7 +85,7 @@ __device__ __forceinline__ void gb_load(uint32_t sbase, int st, const uint8_t *_
         const int p = tid + GB_THREADS * h, row = p >> 3, c = p & 7;
         const bool ok = i0 + row < n;
         const float *src = x + (size_t)(ok ? i0 + row : 0) * k + ks * GB_BK + 4 * c;
-        cp16(xs + (row * GB_XLD + 4 * c) * 4, src, ok);
+        cp_async16z(xs + (row * GB_XLD + 4 * c) * 4, src, ok);
     }
     if constexpr (WL == WL_BF16) {
 #pragma unroll
@@ -104,22 +95,22 @@ __device__ __forceinline__ void gb_load(uint32_t sbase, int st, const uint8_t *_
             const bool ok = tile < m_tiles;
             const uint8_t *src = W + (size_t)(ok ? tile : 0) * 16 * (size_t)(2 * k) + ks * 1024 + row * 64 + c * 16;
             const int r = 16 * t + row;
-            cp16(ws + r * 64 + ((c ^ ((r >> 1) & 3)) << 4), src, ok);
+            cp_async16z(ws + r * 64 + ((c ^ ((r >> 1) & 3)) << 4), src, ok);
         }
     } else if constexpr (WL == WL_Q4K) { /* 128 rows x (2 chunks of qs, the header); m_tiles is m */
         const int row = tid >> 1, c = tid & 1;
         const bool ok = r0 + row < m_tiles;
         const uint8_t *blk = W + (size_t)(ok ? r0 + row : 0) * rb + (ks >> 3) * 144;
-        cp16(ws + row * GB_QLD + 16 * c, blk + 16 + 32 * ((ks & 7) >> 1) + 16 * c, ok);
+        cp_async16z(ws + row * GB_QLD + 16 * c, blk + 16 + 32 * ((ks & 7) >> 1) + 16 * c, ok);
         if (tid < GB_BN) {
             const bool okh = r0 + tid < m_tiles;
-            cp16(ws + GB_QS + 16 * tid, W + (size_t)(okh ? r0 + tid : 0) * rb + (ks >> 3) * 144, okh);
+            cp_async16z(ws + GB_QS + 16 * tid, W + (size_t)(okh ? r0 + tid : 0) * rb + (ks >> 3) * 144, okh);
         }
     } else { /* Q8_0; m_tiles is m: rows past it are zeros */
         if constexpr (WL == WL_Q8) { /* 128 rows x 2 chunks of 16 quants */
             const int row = tid >> 1, c = tid & 1;
             const bool ok = r0 + row < m_tiles;
-            cp16(ws + row * GB_QLD + 16 * c, W + (size_t)(ok ? r0 + row : 0) * rb + ks * 32 + 16 * c, ok);
+            cp_async16z(ws + row * GB_QLD + 16 * c, W + (size_t)(ok ? r0 + row : 0) * rb + ks * 32 + 16 * c, ok);
         } else { /* 128 rows x 4 pieces of 8 quants: piece q of block b at 16 q + 8 b of its 64 */
 #pragma unroll
             for (int h = 0; h < 2; h++) {
@@ -159,17 +150,17 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
 #pragma unroll
     for (int s = 0; s < GB_ST - 1; s++) {
         if (s < nk) gb_load<WL>(sbase, s, W, rb, k, m_tiles, x, n, i0, r0, ks0 + s);
-        asm volatile("cp.async.commit_group;" ::: "memory");
+        cp_async_commit();
     }
     /* ldmatrix: lane l gives row (l & 7) + 8 (l >> 4) of its 16, chunk (l >> 3) & 1 of the k half */
     const int lrow = (lane & 7) + 8 * (lane >> 4), lch = (lane >> 3) & 1;
     for (int64_t kb = 0; kb < nk; kb++) {
-        asm volatile("cp.async.wait_group %0;" ::"n"(GB_ST - 2) : "memory");
+        cp_async_wait<GB_ST - 2>();
         __syncthreads(); /* stage kb is in, and stage kb - 1 is read by every warp */
         if (kb + GB_ST - 1 < nk)
             gb_load<WL>(sbase, (int)((kb + GB_ST - 1) % GB_ST), W, rb, k, m_tiles, x, n, i0, r0,
                         ks0 + kb + GB_ST - 1);
-        asm volatile("cp.async.commit_group;" ::: "memory");
+        cp_async_commit();
         const int st = (int)(kb % GB_ST);
         const float *xs = (const float *)(gb_sm + st * GB_STAGE);
         const uint32_t ws = sbase + st * GB_STAGE + GB_XBYTES;
@@ -195,19 +186,16 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
                 const float *p0 = xs + (wm + 16 * mi + g) * GB_XLD + kk + 2 * t, *p1 = p0 + 8 * GB_XLD;
                 const float2 v0 = *(const float2 *)p0, v1 = *(const float2 *)p1;
                 const float2 v2 = *(const float2 *)(p0 + 8), v3 = *(const float2 *)(p1 + 8);
-                a[mi][0] = bf2(v0.x, v0.y), a[mi][1] = bf2(v1.x, v1.y);
-                a[mi][2] = bf2(v2.x, v2.y), a[mi][3] = bf2(v3.x, v3.y);
+                a[mi][0] = pack2<__nv_bfloat16>(v0.x, v0.y), a[mi][1] = pack2<__nv_bfloat16>(v1.x, v1.y);
+                a[mi][2] = pack2<__nv_bfloat16>(v2.x, v2.y), a[mi][3] = pack2<__nv_bfloat16>(v3.x, v3.y);
             }
             if constexpr (WL == WL_BF16) {
 #pragma unroll
                 for (int nb = 0; nb < 2; nb++) { /* weight rows wn + 16 nb .. + 16: n blocks 2 nb, 2 nb + 1 */
                     const int r = wn + 16 * nb + lrow, c = kk / 8 + lch;
-                    const uint32_t addr = ws + r * 64 + ((c ^ ((r >> 1) & 3)) << 4);
-                    uint32_t q0, q1, q2, q3;
-                    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                                 : "=r"(q0), "=r"(q1), "=r"(q2), "=r"(q3)
-                                 : "r"(addr));
-                    b[2 * nb][0] = q0, b[2 * nb][1] = q1, b[2 * nb + 1][0] = q2, b[2 * nb + 1][1] = q3;
+                    uint32_t q4[4];
+                    ldsm_x4(q4, ws + r * 64 + ((c ^ ((r >> 1) & 3)) << 4));
+                    b[2 * nb][0] = q4[0], b[2 * nb][1] = q4[1], b[2 * nb + 1][0] = q4[2], b[2 * nb + 1][1] = q4[3];
                 }
             } else {
                 /* b0: row g, k 2t, 2t + 1; b1: k 2t + 8, 2t + 9; each value d q
@@ -221,10 +209,10 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
                         if constexpr (WL == WL_Q4K) { /* d sc q - dmin m, deq8's expression */
                             const int sh = (int)((ks0 + kb) & 1) * 4;
                             const float q0 = (float)((u >> sh) & 0xF), q1 = (float)((u >> (8 + sh)) & 0xF);
-                            b[nj][hh] = bf2(dq[nj] * q0 - mq[nj], dq[nj] * q1 - mq[nj]);
+                            b[nj][hh] = pack2<__nv_bfloat16>(dq[nj] * q0 - mq[nj], dq[nj] * q1 - mq[nj]);
                         } else {
                             b[nj][hh] =
-                                bf2(dq[nj] * (float)(int8_t)(u & 0xFF), dq[nj] * (float)(int8_t)(u >> 8));
+                                pack2<__nv_bfloat16>(dq[nj] * (float)(int8_t)(u & 0xFF), dq[nj] * (float)(int8_t)(u >> 8));
                         }
                     }
                 }
@@ -235,7 +223,6 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
                 for (int nj = 0; nj < 4; nj++) mma_bf16(acc[mi][nj], a[mi], b[nj][0], b[nj][1]);
         }
     }
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
 
     /* c0, c1: x row g, weight rows 2t, 2t + 1 of the n block; c2, c3: x row g + 8 */
 #pragma unroll

@@ -278,19 +278,7 @@ constexpr int TC_GPR = TC_BK / 8, TC_GROUPS = TC_BM * TC_GPR,
 static_assert(TC_BM == TC_BN, "one loader indexing serves both operand tiles");
 static_assert(TC_GROUPS % TC_THREADS == 0, "every thread loads the same number of groups");
 
-template <typename E> __device__ __forceinline__ uint32_t pack2(float a, float b);
-template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(a, b); /* .x = a, the lower address */
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    return u;
-}
-template <> __device__ __forceinline__ uint32_t pack2<__half>(float a, float b) {
-    __half2 v = __floats2half2_rn(a, b);
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    return u;
-}
+/* (pack2: cuda_util.cuh) */
 template <typename E> __device__ __forceinline__ uint4 pack8(const float v[8]) {
     return make_uint4(pack2<E>(v[0], v[1]), pack2<E>(v[2], v[3]), pack2<E>(v[4], v[5]),
                       pack2<E>(v[6], v[7]));
