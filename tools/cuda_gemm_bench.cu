@@ -54,6 +54,7 @@ int main(int argc, char **argv) {
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     mtplx_cuda_tc_split sp = {NULL, (size_t)8 << 20, sms}; /* the backend's scratch size (TC_SPLIT_BYTES) */
     CK(cudaMalloc(&sp.buf, sp.bytes));
+    CK(mtplx_cuda_gemm_bf16_init());
     printf("GPU SMs %d; BF16 tiled weights, x f32; ms = median of 20\n", sms);
     printf("%-10s %6s %6s %6s  %9s %9s  %8s %8s  %6s  %s\n", "shape", "m", "k", "n", "old ms", "new ms", "old TF/s",
            "new TF/s", "x", "max|diff| rel");

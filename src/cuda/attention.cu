@@ -1164,12 +1164,7 @@ template <bool F16>
 cudaError_t launch_fa(cudaStream_t s, const float *q, int64_t n_tok, int n_head, int n_head_kv,
                       int hd, const void *k, const void *v, int64_t pos0, float scale, float *out,
                       const mtplx_cuda_step *dyn) {
-    size_t smem = fa_smem_bytes(hd);
-    if (smem > 48 * 1024) { /* above the default limit: opt in (hd 256 needs 82 KB) */
-        cudaError_t e = cudaFuncSetAttribute(
-            fa_kernel<F16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess) return e;
-    }
+    size_t smem = fa_smem_bytes(hd); /* (above 48 KB for hd 256: mtplx_cuda_attention_init opted in) */
     dim3 grid((unsigned)((n_tok + FA_QT - 1) / FA_QT), (unsigned)n_head);
     fa_kernel<F16><<<grid, FA_WARPS * 32, smem, s>>>(q, n_tok, n_head, n_head_kv, hd, k, v, pos0,
                                                       scale, out, dyn);
@@ -1211,12 +1206,14 @@ cudaError_t mtplx_cuda_attention_init(void) {
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(attn_group_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  most);
-    auto mma_smem = [&](auto kern, int hd) {
-        if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)am_smem_bytes(hd));
+    auto set = [&](auto kern, size_t bytes) {
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
     };
-    mma_smem(attn_mma_kernel<64, false>, 64), mma_smem(attn_mma_kernel<64, true>, 64);
-    mma_smem(attn_mma_kernel<128, false>, 128), mma_smem(attn_mma_kernel<128, true>, 128);
+    set(attn_mma_kernel<64, false>, am_smem_bytes(64)), set(attn_mma_kernel<64, true>, am_smem_bytes(64));
+    set(attn_mma_kernel<128, false>, am_smem_bytes(128)), set(attn_mma_kernel<128, true>, am_smem_bytes(128));
+    /* the prefill kernels: fa_kernel's most (head_dim 256: 82 KB), fa_mma_kernel's */
+    set(fa_kernel<true>, fa_smem_bytes(32 * ATT_MAXE)), set(fa_kernel<false>, fa_smem_bytes(32 * ATT_MAXE));
+    set(fa_mma_kernel<64>, fm_smem_bytes(64)), set(fa_mma_kernel<128>, fm_smem_bytes(128));
     return e;
 }
 
@@ -1293,16 +1290,6 @@ cudaError_t mtplx_cuda_attention_flash(cudaStream_t s, const float *q, int64_t n
     if (n_tok <= 0) return cudaSuccess;
     if (mma && fm_ok(head_dim, kv_type == MTPLX_TYPE_F16) && ((uintptr_t)q & 7) == 0 &&
         (((uintptr_t)k | (uintptr_t)v) & 15) == 0) {
-        static bool attr = false; /* (one device a process, as the backend) */
-        if (!attr) {
-            cudaError_t e = cudaFuncSetAttribute(fa_mma_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 (int)fm_smem_bytes(64));
-            if (e == cudaSuccess)
-                e = cudaFuncSetAttribute(fa_mma_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)fm_smem_bytes(128));
-            if (e != cudaSuccess) return e;
-            attr = true;
-        }
         dim3 grid((unsigned)((n_tok + FM_QT - 1) / FM_QT), (unsigned)n_head);
         auto kern = head_dim == 64 ? fa_mma_kernel<64> : fa_mma_kernel<128>;
         kern<<<grid, FM_WARPS * 32, fm_smem_bytes(head_dim), s>>>(q, n_tok, n_head, n_head_kv, (const __half *)k,

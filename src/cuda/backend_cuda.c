@@ -1111,6 +1111,7 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     c->attn.per_sm = aps && atoi(aps) >= 1 && atoi(aps) <= 8 ? atoi(aps) : 2;
     c->attn.slots = 4 * c->attn.per_sm * c->split.n_sm;
     if (e == cudaSuccess) e = mtplx_cuda_attention_init();
+    if (e == cudaSuccess) e = mtplx_cuda_gemm_bf16_init();
     const char *ach = getenv("MTPLX_CUDA_ATTN_CHUNK");
     c->attn.chunk = ach && atoi(ach) >= 32 ? atoi(ach) : 64;
     const char *at = getenv("MTPLX_CUDA_ATTN_TILE"); /* (measurements) */

@@ -119,6 +119,9 @@ cudaError_t mtplx_cuda_tc_reduce(cudaStream_t s, const float *part, int splits, 
  * (mtplx_cuda_gemm_bf16_ok). split: as mtplx_cuda_matmul_tc's (buf NULL:
  * no split). */
 bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x);
+/* Once per device, before the first mtplx_cuda_gemm_bf16: its stages take
+ * more than 48 KB of shared memory. */
+cudaError_t mtplx_cuda_gemm_bf16_init(void);
 cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const void *W, size_t row_bytes,
                                  int64_t m, int64_t k, const float *x, int64_t n, float *y, const float *bias,
                                  const mtplx_cuda_tc_split *split);
@@ -333,8 +336,9 @@ static inline bool mtplx_cuda_attn_by_head(int64_t at, int64_t from) { return at
 static inline bool mtplx_cuda_attn_by_group(int64_t at, int64_t n_tok, int64_t from) {
     return at + n_tok >= from;
 }
-/* Once per device, before the first attention: lets attn_group_kernel
- * take more than 48 KB of shared memory. */
+/* Once per device, before the first attention: lets the kernels that need
+ * it (attn_group_kernel, attn_mma_kernel, fa_kernel at head_dim 256,
+ * fa_mma_kernel) take more than 48 KB of shared memory. */
 cudaError_t mtplx_cuda_attention_init(void);
 
 /* The same attention tiled for many query tokens (prefill): 16 queries of a

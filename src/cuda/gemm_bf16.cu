@@ -261,6 +261,14 @@ static int gb_kind(int type, int layout, int64_t k) {
     return -1;
 }
 
+cudaError_t mtplx_cuda_gemm_bf16_init(void) {
+    cudaError_t e = cudaSuccess;
+    for (auto kern : {gemm_bf16_kernel<WL_BF16>, gemm_bf16_kernel<WL_Q8>, gemm_bf16_kernel<WL_Q8I>,
+                      gemm_bf16_kernel<WL_Q4K>})
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, GB_ST * GB_STAGE);
+    return e;
+}
+
 bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x) {
     return gb_kind(type, layout, k) >= 0 && k > 0 && k % GB_BK == 0 && ((uintptr_t)x & 15) == 0;
 }
@@ -270,16 +278,6 @@ cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const voi
                                  const mtplx_cuda_tc_split *sp) {
     if (!mtplx_cuda_gemm_bf16_ok(type, layout, k, x) || ((uintptr_t)W & 15) || rb % 16) return cudaErrorInvalidValue;
     if (n <= 0 || m <= 0) return cudaSuccess;
-    static bool attr_set = false; /* (one device a process, as the backend) */
-    if (!attr_set) {
-        cudaError_t e = cudaSuccess;
-        for (auto kern : {gemm_bf16_kernel<WL_BF16>, gemm_bf16_kernel<WL_Q8>, gemm_bf16_kernel<WL_Q8I>,
-                          gemm_bf16_kernel<WL_Q4K>})
-            if (e == cudaSuccess)
-                e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, GB_ST * GB_STAGE);
-        if (e != cudaSuccess) return e;
-        attr_set = true;
-    }
     const int64_t gx = (m + GB_BN - 1) / GB_BN, gy = (n + GB_BM - 1) / GB_BM, steps = k / GB_BK;
     /* split-k while the tiles leave SMs idle: about two blocks an SM, at
      * least four k steps a run, the partials within the scratch */
