@@ -418,13 +418,20 @@ static bool use_tc(const cuda_backend *c, const mtplx_weight *w, const void *W, 
            mtplx_cuda_matmul_tc_ok(w->type, W, rb, w->k);
 }
 
-/* Whether a prefill's GEMM of w (in layout) takes gemm_bf16.cu's pipelined
- * kernel: BF16 tiled by default (paths.gemm_bf16); Q8_0 and Q4_K only with
- * paths.gemm_q8, since that path has not yet run on a GPU. */
-static bool gemm_pipelined(const cuda_backend *c, const mtplx_weight *w, int layout, const void *W,
-                           const float *x) {
-    return c->paths.gemm_bf16 && (w->type == MTPLX_TYPE_BF16 || c->paths.gemm_q8) && ((uintptr_t)W & 15) == 0 &&
-           mtplx_cuda_gemm_bf16_ok(w->type, layout, w->k, x);
+/* A prefill's GEMM of w (W in layout, rb bytes a row) through gemm_bf16.cu's
+ * pipelined kernel, where it takes it: BF16 tiled by default
+ * (paths.gemm_bf16); Q8_0 and Q4_K only with paths.gemm_q8, since that path
+ * has not yet run on a GPU. Returns whether it ran; else the caller's
+ * tc_mm_kernel does. */
+static bool matmul_pipelined(cuda_backend *c, const mtplx_weight *w, int layout, const void *W, size_t rb,
+                             const float *x, int64_t n, float *y, const float *b) {
+    if (!c->paths.gemm_bf16 || (w->type != MTPLX_TYPE_BF16 && !c->paths.gemm_q8) || ((uintptr_t)W & 15) ||
+        !mtplx_cuda_gemm_bf16_ok(w->type, layout, w->k, x))
+        return false;
+    CK(mtplx_cuda_gemm_bf16(c->stream, w->type, layout, W, rb, w->m, w->k, x, n, y, b,
+                            c->paths.tc_split ? &c->split : NULL),
+       "matmul (pipelined GEMM)");
+    return true;
 }
 
 static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bias, const float *x,
@@ -448,16 +455,10 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
         const void *W = mmv_weight(c, w);
         size_t rbl = layout == MTPLX_CUDA_W_BF16_TILED ? rb : mtplx_cuda_q8_0_packed_row(w->k);
         if (use_tc(c, w, W, rbl, n)) {
-            if (gemm_pipelined(c, w, layout, W, x)) {
-                mtplx_cuda_tc_split sp = c->split;
-                if (!c->paths.tc_split) sp.buf = NULL;
-                CK(mtplx_cuda_gemm_bf16(c->stream, w->type, layout, W, rbl, w->m, w->k, x, n, y, b, &sp),
-                   "matmul (pipelined GEMM)");
-                return;
-            }
-            CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rbl, layout, w->m, w->k, x, n, y, b,
-                                    c->paths.tc_split ? &c->split : NULL),
-               "matmul (tensor cores, GEMV layout)");
+            if (!matmul_pipelined(c, w, layout, W, rbl, x, n, y, b))
+                CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rbl, layout, w->m, w->k, x, n, y, b,
+                                        c->paths.tc_split ? &c->split : NULL),
+                   "matmul (tensor cores, GEMV layout)");
             return;
         }
         for (int64_t i = 0; i < n; i += MTPLX_CUDA_MMV_ROWS) {
@@ -469,17 +470,14 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
         return;
     }
     const void *W = param(c, w->data, weight_bytes(w));
-    if (use_tc(c, w, W, rb, n) && gemm_pipelined(c, w, MTPLX_CUDA_W_GGUF, W, x)) {
-        mtplx_cuda_tc_split sp = c->split;
-        if (!c->paths.tc_split) sp.buf = NULL;
-        CK(mtplx_cuda_gemm_bf16(c->stream, w->type, MTPLX_CUDA_W_GGUF, W, rb, w->m, w->k, x, n, y, b, &sp),
-           "matmul (pipelined GEMM)");
-    } else if (use_tc(c, w, W, rb, n))
-        CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rb, MTPLX_CUDA_W_GGUF, w->m, w->k, x, n, y, b,
-                                c->paths.tc_split ? &c->split : NULL),
-           "matmul (tensor cores)");
-    else
+    if (use_tc(c, w, W, rb, n)) {
+        if (!matmul_pipelined(c, w, MTPLX_CUDA_W_GGUF, W, rb, x, n, y, b))
+            CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rb, MTPLX_CUDA_W_GGUF, w->m, w->k, x, n, y, b,
+                                    c->paths.tc_split ? &c->split : NULL),
+               "matmul (tensor cores)");
+    } else {
         CK(mtplx_cuda_matmul(c->stream, w->type, W, rb, w->m, w->k, x, n, y, b), "matmul");
+    }
 }
 
 /* ---- fused ops (backend.h): the mmv kernel's multi-weight / SwiGLU / add
@@ -889,6 +887,10 @@ static bool env_is_0(const char *name) {
     const char *v = getenv(name);
     return v && strcmp(v, "0") == 0;
 }
+static bool env_is_1(const char *name) {
+    const char *v = getenv(name);
+    return v && strcmp(v, "1") == 0;
+}
 
 /* MTPLX_CUDA_ATTN_GROUP: 0 never, N >= 1 from N positions on (1: every
  * step); unset, MTPLX_CUDA_ATTN_GROUP_FROM. */
@@ -920,7 +922,7 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .tile = !env_is_0("MTPLX_CUDA_TILE"),
                           .attn_split = !env_is_0("MTPLX_CUDA_ATTN_SPLIT"),
                           .gemm_bf16 = !env_is_0("MTPLX_CUDA_GEMM_BF16"),
-                          .gemm_q8 = getenv("MTPLX_CUDA_GEMM_Q8") && strcmp(getenv("MTPLX_CUDA_GEMM_Q8"), "1") == 0,
+                          .gemm_q8 = env_is_1("MTPLX_CUDA_GEMM_Q8"),
                           .flash_mma = !env_is_0("MTPLX_CUDA_FLASH_MMA"),
                           .attn_group_from = attn_group_from_env(),
                           .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};
@@ -1117,8 +1119,7 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     const char *at = getenv("MTPLX_CUDA_ATTN_TILE"); /* (measurements) */
     c->attn.tile = at ? atoi(at) : 0;
     c->attn.group_kind = env_is_0("MTPLX_CUDA_ATTN_MMA"); /* 1: attn_group_kernel, not on tensor cores */
-    const char *atm = getenv("MTPLX_CUDA_ATTN_TMA");
-    c->attn.tma = atm && strcmp(atm, "1") == 0;
+    c->attn.tma = env_is_1("MTPLX_CUDA_ATTN_TMA");
     c->attn.late = env_is_0("MTPLX_CUDA_ATTN_EARLY");
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->attn.part, mtplx_cuda_attn_part_bytes(c->attn.slots));
     if (e == cudaSuccess) {

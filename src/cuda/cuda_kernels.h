@@ -107,6 +107,13 @@ bool mtplx_cuda_matmul_tc_ok(int type, const void *W, size_t row_bytes, int64_t 
 cudaError_t mtplx_cuda_matmul_tc(cudaStream_t s, int type, const void *W, size_t row_bytes,
                                  int layout, int64_t m, int64_t k, const float *x, int64_t n,
                                  float *y, const float *bias, const mtplx_cuda_tc_split *split);
+/* Split-k for a GEMM of `blocks` output tiles: while the tiles leave SMs
+ * idle, about two blocks an SM, at most 8 runs, each of whole bk-element
+ * steps and at least min_steps of them, the n x m partials within sp's
+ * scratch (sp NULL or sp->buf NULL: no split). Returns the runs
+ * (blockIdx.z) and sets *kchunk, the elements of k a run takes. */
+int mtplx_cuda_tc_split_k(const mtplx_cuda_tc_split *sp, int64_t blocks, int64_t n, int64_t m, int64_t k, int bk,
+                          int min_steps, int64_t *kchunk);
 /* y[i] = part[0][i] + ... + part[splits - 1][i] (in that order) + bias[i % m]
  * over nm outputs: the split-k GEMMs' sum of their partials */
 cudaError_t mtplx_cuda_tc_reduce(cudaStream_t s, const float *part, int splits, int64_t nm, int64_t m,

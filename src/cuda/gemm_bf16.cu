@@ -278,20 +278,9 @@ cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const voi
                                  const mtplx_cuda_tc_split *sp) {
     if (!mtplx_cuda_gemm_bf16_ok(type, layout, k, x) || ((uintptr_t)W & 15) || rb % 16) return cudaErrorInvalidValue;
     if (n <= 0 || m <= 0) return cudaSuccess;
-    const int64_t gx = (m + GB_BN - 1) / GB_BN, gy = (n + GB_BM - 1) / GB_BM, steps = k / GB_BK;
-    /* split-k while the tiles leave SMs idle: about two blocks an SM, at
-     * least four k steps a run, the partials within the scratch */
-    int splits = 1;
-    if (sp && sp->buf && sp->n_sm > 0 && gx * gy < sp->n_sm) {
-        int64_t want = (2 * (int64_t)sp->n_sm + gx * gy - 1) / (gx * gy);
-        int64_t fit = (int64_t)(sp->bytes / ((size_t)(n * m) * sizeof(float)));
-        if (want > 8) want = 8;
-        if (want > steps / 4) want = steps / 4;
-        if (want > fit) want = fit;
-        splits = want >= 2 ? (int)want : 1;
-    }
-    const int64_t kchunk = (steps + splits - 1) / splits * GB_BK;
-    splits = (int)((k + kchunk - 1) / kchunk);
+    const int64_t gx = (m + GB_BN - 1) / GB_BN, gy = (n + GB_BM - 1) / GB_BM;
+    int64_t kchunk; /* split-k as tc_mm_kernel's, runs of at least four 32-element steps */
+    const int splits = mtplx_cuda_tc_split_k(sp, gx * gy, n, m, k, GB_BK, 4, &kchunk);
     float *part = splits > 1 ? sp->buf : NULL;
     dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)splits);
     const int kind = gb_kind(type, layout, k);

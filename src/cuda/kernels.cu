@@ -447,6 +447,22 @@ constexpr int TC_MAX_SPLITS = 8;
 
 } // namespace (reopened below)
 
+extern "C" int mtplx_cuda_tc_split_k(const mtplx_cuda_tc_split *sp, int64_t blocks, int64_t n, int64_t m,
+                                     int64_t k, int bk, int min_steps, int64_t *kchunk) {
+    int64_t steps = (k + bk - 1) / bk, want = 1;
+    if (sp && sp->buf && sp->n_sm > 0 && blocks < sp->n_sm) {
+        int64_t fit = (int64_t)(sp->bytes / ((size_t)(n * m) * sizeof(float)));
+        want = (2 * (int64_t)sp->n_sm + blocks - 1) / blocks;
+        if (want > TC_MAX_SPLITS) want = TC_MAX_SPLITS;
+        if (want > steps / min_steps) want = steps / min_steps;
+        if (want > fit) want = fit;
+        if (want < 2) want = 1;
+    }
+    /* whole steps a run; the runs recounted so that none is empty */
+    *kchunk = (steps + want - 1) / want * bk;
+    return (int)((k + *kchunk - 1) / *kchunk);
+}
+
 extern "C" cudaError_t mtplx_cuda_tc_reduce(cudaStream_t s, const float *part, int splits, int64_t nm, int64_t m,
                                             float *y, const float *bias) {
     if (nm <= 0) return cudaSuccess;
@@ -456,41 +472,19 @@ extern "C" cudaError_t mtplx_cuda_tc_reduce(cudaStream_t s, const float *part, i
 
 namespace {
 
-/* How many k runs (blockIdx.z) to use: enough blocks for about two per SM
- * when the tiles alone leave SMs idle, each run at least two TC_BK steps,
- * and the partials must fit the scratch. 1 = no split. */
-int tc_splits(int64_t blocks, int64_t k, int64_t n, int64_t m, const mtplx_cuda_tc_split *sp) {
-    if (!sp || !sp->buf || sp->n_sm <= 0 || blocks >= sp->n_sm) return 1;
-    int64_t want = (2 * (int64_t)sp->n_sm + blocks - 1) / blocks;
-    int64_t steps = (k + TC_BK - 1) / TC_BK;
-    int64_t fit = (int64_t)(sp->bytes / ((size_t)(n * m) * sizeof(float)));
-    if (want > TC_MAX_SPLITS) want = TC_MAX_SPLITS;
-    if (want > steps / 2) want = steps / 2;
-    if (want > fit) want = fit;
-    return want >= 2 ? (int)want : 1;
-}
-
 template <int T, typename E>
 cudaError_t launch_tc(cudaStream_t s, const void *W, size_t rb, int layout, int64_t m, int64_t k,
                       const float *x, int64_t n, float *y, const float *bias, bool xvec,
                       const mtplx_cuda_tc_split *sp) {
-    int64_t gx = (m + TC_BN - 1) / TC_BN, gy = (n + TC_BM - 1) / TC_BM;
-    int64_t steps = (k + TC_BK - 1) / TC_BK;
-    int splits = tc_splits(gx * gy, k, n, m, sp);
-    /* whole steps per run; recount the runs so that none is empty */
-    int64_t kchunk = (steps + splits - 1) / splits * TC_BK;
-    splits = (int)((k + kchunk - 1) / kchunk);
+    int64_t gx = (m + TC_BN - 1) / TC_BN, gy = (n + TC_BM - 1) / TC_BM, kchunk;
+    int splits = mtplx_cuda_tc_split_k(sp, gx * gy, n, m, k, TC_BK, 2, &kchunk);
     float *part = splits > 1 ? sp->buf : NULL;
     dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)splits);
     tc_mm_kernel<T, E>
         <<<grid, TC_THREADS, 0, s>>>((const uint8_t *)W, rb, layout, m, k, x, n, y, bias, xvec, kchunk, part);
-    if (part) {
-        cudaError_t e = cudaGetLastError();
-        if (e != cudaSuccess) return e;
-        int64_t nm = n * m;
-        tc_reduce_kernel<<<(unsigned)((nm + 255) / 256), 256, 0, s>>>(part, splits, nm, m, y, bias);
-    }
-    return cudaGetLastError();
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess || !part) return e;
+    return mtplx_cuda_tc_reduce(s, part, splits, n * m, m, y, bias);
 }
 
 /* ---- get_rows: out row i = W row ids[i] (ids in device memory) or, with
