@@ -16,16 +16,10 @@
 # -DMTPLX_ATTN_TRACE); READ_POS="P,...": the bench's READ probe (the cache's
 # reads alone, several ways). Output to $OUT (or /tmp): cuda_attn_bench.txt.
 set -uo pipefail
-TOOL_NVCC_EXTRA=-lineinfo . "$(dirname "$0")/cuda_tool_env.sh" # ROOT DEST B NVCC F
+TOOL_NVCC_EXTRA=-lineinfo . "$(dirname "$0")/cuda_tool_env.sh" # ROOT DEST B NVCC F build_variants
 [ $# -eq 0 ] && set -- "default:"
 "$NVCC" $F -c "$ROOT/tools/cuda_attn_bench.cu" -o "$B/bench.o" &
-i=0
-for v in "$@"; do
-    name=${v%%:*} src="$ROOT/src/cuda/attention.cu"
-    [ "$name" != "${name#*@}" ] && src="$ROOT/${name#*@}"
-    "$NVCC" $F ${v#*:} -c "$src" -o "$B/att_$i.o" &
-    i=$((i + 1))
-done
+build_variants src/cuda/attention.cu att "$@"
 wait
 : >"$DEST/cuda_attn_bench.txt"
 i=0

@@ -13,18 +13,12 @@
 # wait for FILE to exist before running (so that the GPU is otherwise idle
 # while a build elsewhere is done first).
 set -uo pipefail
-. "$(dirname "$0")/cuda_tool_env.sh" # ROOT DEST B NVCC F
+. "$(dirname "$0")/cuda_tool_env.sh" # ROOT DEST B NVCC F build_variants
 [ $# -eq 0 ] && set -- "default:"
 "$NVCC" $F -c "$ROOT/src/cuda/mmv.cu" -o "$B/mmv.o" &
 "$NVCC" $F -c "$ROOT/src/cuda/mmv_tc.cu" -o "$B/mmv_tc.o" &
 "$NVCC" $F -c "$ROOT/tools/cuda_mmv_bench.cu" -o "$B/bench.o" &
-i=0
-for v in "$@"; do
-    name=${v%%:*} src="$ROOT/src/cuda/mmv_i8.cu"
-    [ "$name" != "${name#*@}" ] && src="$ROOT/${name#*@}"
-    "$NVCC" $F ${v#*:} -c "$src" -o "$B/i8_$i.o" &
-    i=$((i + 1))
-done
+build_variants src/cuda/mmv_i8.cu i8 "$@"
 wait
 if [ -n "${WAIT_FOR:-}" ]; then while [ ! -e "$WAIT_FOR" ]; do sleep 1; done; fi
 : >"$DEST/cuda_mmv_bench.txt"
