@@ -548,6 +548,8 @@ size_t am_smem_bytes(int hd) {
     size_t merge = (size_t)AM_WARPS * AM_RC * (hd + 2) * 4;
     return stages > merge ? stages : merge;
 }
+/* the caches and head sizes the tensor-core kernels take (attn_mma_kernel,
+ * fa_mma_kernel): F16, head_dim 64 or 128 */
 bool am_ok(int hd, bool f16) {
     return f16 && (hd == 64 || hd == 128);
 }
@@ -1061,9 +1063,6 @@ constexpr int FM_WARPS = 4, FM_QT = 16 * FM_WARPS, FM_KT = 64;
 size_t fm_smem_bytes(int hd) {
     return (size_t)2 * 2 * FM_KT * am_rs(hd) * 16;
 }
-bool fm_ok(int hd, bool f16) {
-    return f16 && (hd == 64 || hd == 128);
-}
 
 template <int HDIM>
 __global__ void __launch_bounds__(FM_WARPS * 32, 2)
@@ -1288,7 +1287,7 @@ cudaError_t mtplx_cuda_attention_flash(cudaStream_t s, const float *q, int64_t n
         (kv_type != MTPLX_TYPE_F16 && kv_type != MTPLX_TYPE_F32))
         return cudaErrorInvalidValue;
     if (n_tok <= 0) return cudaSuccess;
-    if (mma && fm_ok(head_dim, kv_type == MTPLX_TYPE_F16) && ((uintptr_t)q & 7) == 0 &&
+    if (mma && am_ok(head_dim, kv_type == MTPLX_TYPE_F16) && ((uintptr_t)q & 7) == 0 &&
         (((uintptr_t)k | (uintptr_t)v) & 15) == 0) {
         dim3 grid((unsigned)((n_tok + FM_QT - 1) / FM_QT), (unsigned)n_head);
         auto kern = head_dim == 64 ? fa_mma_kernel<64> : fa_mma_kernel<128>;
