@@ -9,7 +9,8 @@
 #       llama-bench needs, into .carry/llama_src.tgz (~10 MB; name .carry in
 #       the device call's carry)
 #   tools/cuda_llama_cpp.sh build   on the GPU machine: unpacks it and builds
-#       llama-bench with CUDA for sm_90 alone; prints the binary's path. Then
+#       llama-bench with CUDA for sm_90 alone (in build-llama-cuda/, or
+#       LLAMA_CUDA_DIR); prints the binary's path. Then
 #       LLAMA_BENCH=<that path> tools/cuda_bench.sh ... adds a llama.cpp row
 #       (prefill and decode tokens/s) under each model's mtplx rows.
 #
@@ -32,7 +33,7 @@ prep)
     ;;
 build)
     [ -f "$TGZ" ] || { echo "cuda_llama_cpp.sh: $TGZ missing (run prep here, carry .carry)" >&2; exit 1; }
-    S=/tmp/llama_cuda
+    S="${LLAMA_CUDA_DIR:-$ROOT/build-llama-cuda}" # ignored by git: a warm machine keeps it between calls
     BIN="$S/build/bin/llama-bench"
     if [ ! -x "$BIN" ]; then
         rm -rf "$S" && mkdir -p "$S" && tar -xzf "$TGZ" -C "$S"
