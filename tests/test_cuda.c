@@ -316,7 +316,7 @@ static void test_matmul(void) {
     test_matmul_case(MTPLX_TYPE_BF16, 1030, 32, 33, false);
     test_matmul_case(MTPLX_TYPE_BF16, 37, 2048, 300, false);
     test_matmul_case(MTPLX_TYPE_BF16, 4100, 256, 40, true);
-    /* and its Q8_0 (paths.gemm_q8, off by default): the packed copy
+    /* and its Q8_0 (paths.gemm_q8): the packed copy
      * (mma_q4k on: mmv_tc.cu's layout) and the int8-interleaved one (off:
      * mmv_i8.cu's, k % 64 == 0) */
     mtplx_cuda_paths s0 = mtplx_cuda_get_paths(gpu);
@@ -1384,7 +1384,7 @@ int main(void) {
                env.tc ? "" : " tensor cores (MTPLX_CUDA_TC=0)",
                env.tc && !env.tc_split ? " split-k (MTPLX_CUDA_TC_SPLIT=0)" : "",
                env.flash ? "" : " flash (MTPLX_CUDA_FLASH=0)");
-    if (mtplx_backend_cpu_new(0, 4096, 64, 4096, &cpu) != MTPLX_OK) {
+    if (mtplx_backend_cpu_new(0, 4096, 512, 4096, &cpu) != MTPLX_OK) {
         printf("FAIL cpu backend: %s\n", mtplx_last_error());
         return 1;
     }

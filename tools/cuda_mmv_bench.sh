@@ -8,6 +8,8 @@
 # A variant named NAME@FILE builds FILE (another version of mmv_i8.cu, from
 # the repo root) in place of src/cuda/mmv_i8.cu: an old kernel beside the
 # new one in the same run (it must export what cuda_mmv_bench.cu calls).
+# VARIANTS_OF=mmv_tc.cu (or mmv.cu) makes the variants builds of that file
+# instead, and mmv_i8.cu one plain build.
 #
 # Output to $OUT (or /tmp): cuda_mmv_bench.txt. WAIT_FOR=FILE: build, then
 # wait for FILE to exist before running (so that the GPU is otherwise idle
@@ -15,16 +17,23 @@
 set -uo pipefail
 . "$(dirname "$0")/cuda_tool_env.sh" # ROOT DEST B NVCC F build_variants
 [ $# -eq 0 ] && set -- "default:"
-"$NVCC" $F -c "$ROOT/src/cuda/mmv.cu" -o "$B/mmv.o" &
-"$NVCC" $F -c "$ROOT/src/cuda/mmv_tc.cu" -o "$B/mmv_tc.o" &
+VOF="${VARIANTS_OF:-mmv_i8.cu}"
+FILES="mmv.cu mmv_tc.cu mmv_i8.cu"
+for f in $FILES; do
+    [ "$f" = "$VOF" ] || "$NVCC" $F -c "$ROOT/src/cuda/$f" -o "$B/${f%.cu}.o" &
+done
 "$NVCC" $F -c "$ROOT/tools/cuda_mmv_bench.cu" -o "$B/bench.o" &
-build_variants src/cuda/mmv_i8.cu i8 "$@"
+build_variants "src/cuda/$VOF" var "$@"
 wait
 if [ -n "${WAIT_FOR:-}" ]; then while [ ! -e "$WAIT_FOR" ]; do sleep 1; done; fi
 : >"$DEST/cuda_mmv_bench.txt"
 i=0
 for v in "$@"; do
-    "$NVCC" -arch=sm_90 "$B/bench.o" "$B/mmv.o" "$B/mmv_tc.o" "$B/i8_$i.o" -o "$B/bench_$i" &&
+    objs=""
+    for f in $FILES; do
+        if [ "$f" = "$VOF" ]; then objs="$objs $B/var_$i.o"; else objs="$objs $B/${f%.cu}.o"; fi
+    done
+    "$NVCC" -arch=sm_90 "$B/bench.o" $objs -o "$B/bench_$i" &&
         { echo "=== variant ${v%%:*}: ${v#*:}"; "$B/bench_$i" ${LAYERS:-36}; } 2>&1 | tee -a "$DEST/cuda_mmv_bench.txt"
     i=$((i + 1))
 done

@@ -232,7 +232,7 @@ run_one() { # name device env... -- extra-args...
     local envs=()
     while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
     [ $# -gt 0 ] && shift
-    (cd "$ROOT" && env MTPLX_LOG=info "${envs[@]}" timeout 30 "$MTPLX" run -m "$MODEL" -p "$PROMPT" -n 256 --temp 0 --ignore-eos \
+    (cd "$ROOT" && env MTPLX_LOG=info "${envs[@]}" timeout 90 "$MTPLX" run -m "$MODEL" -p "$PROMPT" -n 256 --temp 0 --ignore-eos \
         --device "$dev" -c 1024 "$@") >"$SCRATCH/run_$name.txt" 2>"$SCRATCH/run_$name.err"
     local rc=$?
     { echo "-- mtplx run ($name: ${envs[*]} $*): rc=$rc"; cat "$SCRATCH/run_$name.err"; echo; } >>"$LOG"

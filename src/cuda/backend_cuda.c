@@ -420,9 +420,9 @@ static bool use_tc(const cuda_backend *c, const mtplx_weight *w, const void *W, 
 
 /* A prefill's GEMM of w (W in layout, rb bytes a row) through gemm_bf16.cu's
  * pipelined kernel, where it takes it: BF16 tiled by default
- * (paths.gemm_bf16); Q8_0 and Q4_K only with paths.gemm_q8, since that path
- * has not yet run on a GPU. Returns whether it ran; else the caller's
- * tc_mm_kernel does. */
+ * (paths.gemm_bf16), Q8_0 and Q4_K with paths.gemm_q8 (both on unless
+ * MTPLX_CUDA_GEMM_BF16=0 / MTPLX_CUDA_GEMM_Q8=0). Returns whether it ran;
+ * else the caller's tc_mm_kernel does. */
 static bool matmul_pipelined(cuda_backend *c, const mtplx_weight *w, int layout, const void *W, size_t rb,
                              const float *x, int64_t n, float *y, const float *b) {
     if (!c->paths.gemm_bf16 || (w->type != MTPLX_TYPE_BF16 && !c->paths.gemm_q8) || ((uintptr_t)W & 15) ||
@@ -922,7 +922,7 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .tile = !env_is_0("MTPLX_CUDA_TILE"),
                           .attn_split = !env_is_0("MTPLX_CUDA_ATTN_SPLIT"),
                           .gemm_bf16 = !env_is_0("MTPLX_CUDA_GEMM_BF16"),
-                          .gemm_q8 = env_is_1("MTPLX_CUDA_GEMM_Q8"),
+                          .gemm_q8 = !env_is_0("MTPLX_CUDA_GEMM_Q8"),
                           .flash_mma = !env_is_0("MTPLX_CUDA_FLASH_MMA"),
                           .attn_group_from = attn_group_from_env(),
                           .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};

@@ -91,8 +91,7 @@ typedef struct mtplx_cuda_paths {
     /* a prefill's BF16 tiled weights through gemm_bf16.cu's pipelined GEMM
      * (MTPLX_CUDA_GEMM_BF16=0: kernels.cu's tc_mm_kernel, as other types);
      * gemm_q8 sends Q8_0's repacked copies and Q4_K there too
-     * (MTPLX_CUDA_GEMM_Q8=1; off by default: not yet run on a GPU,
-     * bench/RESULTS.md section 37) */
+     * (MTPLX_CUDA_GEMM_Q8=0: tc_mm_kernel; bench/RESULTS.md section 38) */
     bool gemm_bf16, gemm_q8;
     /* a prefill's attention (flash) on tensor cores for an F16 cache with
      * head_dim 64 or 128 (attention.cu's fa_mma_kernel; MTPLX_CUDA_FLASH_MMA=0:

@@ -85,8 +85,10 @@ HD void q4k_sub_scales(const uint4 &h, int j, float &scale, float &min) {
         s = (C & 0xF) | ((A >> 6) << 4);
         m = (C >> 4) | ((B >> 6) << 4);
     }
-    scale = d * (float)s;
-    min = dmin * (float)m;
+    /* s, m < 64 as floats by their bits (no int-to-float conversion,
+     * a slower unit): 2^23 + v - 2^23 */
+    scale = d * (u2f(0x4B000000u | s) - 8388608.0f);
+    min = dmin * (u2f(0x4B000000u | m) - 8388608.0f);
 }
 
 /* Asynchronous copies of 16 bytes global -> shared (cp.async.cg; dst a

@@ -1,9 +1,9 @@
 /* gemm_bf16.cu: the pipelined prefill GEMM, y[n][m] = x[n][k] W[m][k]^T
  * (+ bias), for forwards of many rows: BF16 weights in the GEMV's tiled
  * copy (mtplx_cuda_tile_bf16's 16-row tiles) by default; Q8_0 in its
- * repacked copies and Q4_K in the file's layout behind paths.gemm_q8 (the
- * backend's gemm_pipelined; those two have not run on a GPU yet). The
- * other types and layouts keep kernels.cu's tc_mm_kernel.
+ * repacked copies and Q4_K in the file's layout (paths.gemm_q8, the
+ * backend's matmul_pipelined). The other types and layouts keep
+ * kernels.cu's tc_mm_kernel.
  *
  * Why: kernels.cu's tc_mm_kernel serves every weight type through one
  * loader (dequantise 8 elements in registers, round x and W, store both to

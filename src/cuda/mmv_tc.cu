@@ -27,7 +27,8 @@
  * nibbles share bytes): elements [8 q, 8 q + 8) of each, 8 bytes a row. mma's fragments want k
  * columns 2q, 2q+1, 2q+8, 2q+9 from each lane; since a dot product does not care which physical k a
  * logical k column is, the first mma takes the lane's elements 0-3 as those four columns and the
- * second its elements 4-7, for weights and x alike. So every load is 8 or 16 contiguous bytes.
+ * second its elements 4-7, for weights and x alike (quantized weights pair
+ * them (0, 2) (1, 3), as their bits convert most cheaply). So every load is 8 or 16 contiguous bytes.
  *
  * A block's W warps (4; 8 for BF16 weights of few rows, bf16_warps) split
  * k for the block's MT m-tiles and all n-tiles: runs of 4 consecutive k
@@ -97,26 +98,44 @@ __device__ __forceinline__ void split_x(float a, float b, uint32_t &hi, uint32_t
     lo = bf2_bits(__floats2bfloat162_rn(a - hf.x, b - hf.y));
 }
 
-/* 4 nibbles (0..15, one in each byte of w) as two exact bf16 pairs */
-__device__ __forceinline__ void q4_to_bf16(uint32_t w, uint32_t &p01, uint32_t &p23) {
-    float f[4];
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-        f[j] = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u + (uint32_t)j)) - 8388608.0f;
-    p01 = bf2_bits(__floats2bfloat162_rn(f[0], f[1]));
-    p23 = bf2_bits(__floats2bfloat162_rn(f[2], f[3]));
+/* a + c on bf16 pairs (one fma by 1), exact wherever the sum is */
+__device__ __forceinline__ uint32_t bf2_add(uint32_t a, uint32_t c) {
+    uint32_t d;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(0x3F803F80u), "r"(c));
+#else
+    d = a, (void)c;
+    __trap();
+#endif
+    return d;
 }
 
-/* 4 int8 quants (one 32-bit word) as two exact bf16 pairs */
-__device__ __forceinline__ void q8_to_bf16(uint32_t w, uint32_t &p01, uint32_t &p23) {
-    uint32_t v = w ^ 0x80808080u; /* q + 128 in each byte */
-    float f[4];
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-        f[j] = __uint_as_float(__byte_perm(v, 0x4B000000u, 0x7540u + (uint32_t)j)) -
-               (8388608.0f + 128.0f);
-    p01 = bf2_bits(__floats2bfloat162_rn(f[0], f[1]));
-    p23 = bf2_bits(__floats2bfloat162_rn(f[2], f[3]));
+/* The weights as exact bf16 pairs straight from their bits, with no trip
+ * through f32 (bench/RESULTS.md section 38): 0x4300 is bf16 128, whose
+ * 7 mantissa bits count units, so OR-ing a value v < 128 into them gives
+ * 128 + v, and one add takes the offset off. A pair is bytes 0 and 2 of a
+ * word (p02) or 1 and 3 (p13): the lane's elements (0, 2) and (1, 3) of
+ * four, so x is paired the same way (split_x8p).
+ * Q4_K: the nibbles at bits 0-3 and 16-19 of w. */
+__device__ __forceinline__ uint32_t q4_pair(uint32_t w) {
+    return bf2_add((w & 0x000F000Fu) | 0x43004300u, 0xC300C300u);
+}
+/* 4 nibbles of w (bits sh..sh+3 of each byte) as pairs (0, 2) and (1, 3) */
+__device__ __forceinline__ void q4_to_bf16(uint32_t w, int sh, uint32_t &p02, uint32_t &p13) {
+    p02 = q4_pair(w >> sh);
+    p13 = q4_pair(w >> (sh + 8));
+}
+/* Q8_0: signed bytes 0 and 2 of w. With u = q + 128 = 128 b + a (a the low
+ * 7 bits, shared by q and u; b = 1 exactly when q >= 0): q = (128 + a) -
+ * (b ? 128 : 256), and -128 and -256 differ in one bit of bf16 (0xC300,
+ * 0xC380), q's sign bit. */
+__device__ __forceinline__ uint32_t q8_pair(uint32_t w) {
+    return bf2_add((w & 0x007F007Fu) | 0x43004300u, (w & 0x00800080u) ^ 0xC300C300u);
+}
+/* 4 int8 quants (one 32-bit word) as pairs (0, 2) and (1, 3) */
+__device__ __forceinline__ void q8_to_bf16(uint32_t w, uint32_t &p02, uint32_t &p13) {
+    p02 = q8_pair(w);
+    p13 = q8_pair(w >> 8);
 }
 
 /* One k step's weights of a lane's two rows: BF16 8 elements = 4 words a
@@ -192,9 +211,18 @@ __device__ __forceinline__ void split_x8(const float4 &v0, const float4 &v1, uin
     split_x(v1.x, v1.y, b[2], b[6]);
     split_x(v1.z, v1.w, b[3], b[7]);
 }
+/* the same, paired as q4_to_bf16 / q8_to_bf16 pair the weights: (0,2)
+ * (1,3) (4,6) (5,7) */
+__device__ __forceinline__ void split_x8p(const float4 &v0, const float4 &v1, uint32_t (&b)[8]) {
+    split_x(v0.x, v0.z, b[0], b[4]);
+    split_x(v0.y, v0.w, b[1], b[5]);
+    split_x(v1.x, v1.z, b[2], b[6]);
+    split_x(v1.y, v1.w, b[3], b[7]);
+}
 
 /* d += the lane's two rows (a: elements 0-7 of row g in a[0..3], of row
- * g + 8 in a[4..7], as pairs) times x (b, split_x8), hi and lo: the first
+ * g + 8 in a[4..7], as pairs) times x (b, split_x8 or split_x8p: paired
+ * as a is), hi and lo: the first
  * mma of each pair takes elements 0-3, the second 4-7. */
 __device__ __forceinline__ void mma_rows_x(float (&d)[4], const uint32_t (&a)[8],
                                            const uint32_t (&b)[8]) {
@@ -292,7 +320,7 @@ __device__ __forceinline__ void mmv_tc_body(const mtplx_cuda_mmv_job &job, int64
                                               BF16_ONES, BF16_ONES, BF16_ONES, BF16_ONES};
 #pragma unroll
                     for (int u = 0; u < NT; u++) {
-                        split_x8(xv[j][u][2 * h], xv[j][u][2 * h + 1], b[u]);
+                        split_x8p(xv[j][u][2 * h], xv[j][u][2 * h + 1], b[u]);
                         xs[u][0] = xs[u][1] = xs[u][2] = xs[u][3] = 0.f;
                         mma_rows_x(xs[u], ones, b[u]);
                     }
@@ -300,10 +328,10 @@ __device__ __forceinline__ void mmv_tc_body(const mtplx_cuda_mmv_job &job, int64
                     for (int t = 0; t < MT; t++) {
                         uint32_t a[8];
                         const int sh = 4 * h;
-                        q4_to_bf16((w[j][t].lo[0] >> sh) & 0x0F0F0F0Fu, a[0], a[1]);
-                        q4_to_bf16((w[j][t].lo[1] >> sh) & 0x0F0F0F0Fu, a[2], a[3]);
-                        q4_to_bf16((w[j][t].hi[0] >> sh) & 0x0F0F0F0Fu, a[4], a[5]);
-                        q4_to_bf16((w[j][t].hi[1] >> sh) & 0x0F0F0F0Fu, a[6], a[7]);
+                        q4_to_bf16(w[j][t].lo[0], sh, a[0], a[1]);
+                        q4_to_bf16(w[j][t].lo[1], sh, a[2], a[3]);
+                        q4_to_bf16(w[j][t].hi[0], sh, a[4], a[5]);
+                        q4_to_bf16(w[j][t].hi[1], sh, a[6], a[7]);
                         float slo, mlo, shi, mhi;
                         q4k_sub_scales(w[j][t].hlo, 2 * c + h, slo, mlo);
                         q4k_sub_scales(w[j][t].hhi, 2 * c + h, shi, mhi);
@@ -322,8 +350,12 @@ __device__ __forceinline__ void mmv_tc_body(const mtplx_cuda_mmv_job &job, int64
                 /* x as hi/lo pairs */
                 uint32_t b[NT][8];
 #pragma unroll
-                for (int u = 0; u < NT; u++)
-                    split_x8(xv[j][u][0], xv[j][u][1], b[u]);
+                for (int u = 0; u < NT; u++) {
+                    if constexpr (T == MTPLX_TYPE_BF16)
+                        split_x8(xv[j][u][0], xv[j][u][1], b[u]);
+                    else
+                        split_x8p(xv[j][u][0], xv[j][u][1], b[u]);
+                }
 #pragma unroll
                 for (int t = 0; t < MT; t++) {
                     uint32_t a[8]; /* the lane's elements 0-7 of rows g (a[0..3]) and g + 8
