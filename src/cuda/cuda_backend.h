@@ -68,14 +68,15 @@ mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be);
  * MTPLX_CUDA_TC_SPLIT (0) and MTPLX_CUDA_FLASH (0) when the backend is made:
  * all on but tc_f32, tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS. And the decode /
  * verify GEMV on tensor cores for BF16, Q8_0 and Q4_K (mma, mmv_tc.cu; off with
- * MTPLX_CUDA_MMA=0). Q4_K there verifies 4 rows at the cost of 1 but decodes
- * 1 row about 1.4x slower than the f32 GEMV (bench/RESULTS.md section 16),
- * so it is its own switch, mma_q4k: MTPLX_CUDA_MMA_Q4K=1 / 0 sets it, and
- * unset (mma_q4k_auto) a context turns it on when its rows come several at
- * a time: a model with an MTP head, or a backend several contexts share
- * (engine/context.c). With mma_q4k off, Q8_0 and Q4_K decode on the int8
- * tensor cores instead (mmv_i8.cu: faster for 1 row, 1.25x / 1.7x for 4;
- * bench/RESULTS.md section 18; MTPLX_CUDA_I8=0: not), whose GEMV is launched
+ * MTPLX_CUDA_MMA=0). Q8_0 and Q4_K there verify 4 rows at the cost of 1
+ * but decode 1 row 1.6-1.9x slower than the int8 GEMV below, so they have
+ * their own switch, mma_q4k: MTPLX_CUDA_MMA_Q4K=1 / 0 sets it, and unset
+ * (mma_q4k_auto) a context turns it on only for a backend several contexts
+ * share (engine/context.c), whose batched rows near 16. With mma_q4k off
+ * (the default, a model with an MTP head included: its 4-row verify is
+ * still faster there in absolute time, bench/RESULTS.md section 38), Q8_0
+ * and Q4_K decode on the int8 tensor cores (mmv_i8.cu: 1.3x / 1.7x for 4
+ * rows; bench/RESULTS.md section 18; MTPLX_CUDA_I8=0: not), whose GEMV is launched
  * as a programmatic dependent of its x kernel on sm_90 (pdl; off with
  * MTPLX_CUDA_PDL=0: bench/RESULTS.md section 18a). pdl now covers the whole
  * step (backend_cuda.c's header: the GEMVs, norms, attention prep and

@@ -155,10 +155,12 @@ mtplx_status mtplx_ctx_new(mtplx_model *model, const mtplx_ctx_params *params, m
     }
     if (st == MTPLX_OK && cuda) st = check_gpu_fit(model, &p, !p.share_backend_of);
     if (st == MTPLX_OK && cuda) {
-        /* Q4_K's tensor-core GEMV (cuda_backend.h): on where rows come
-         * several at a time, a model that drafts or a shared backend */
+        /* Q8_0's and Q4_K's bf16 tensor-core GEMV (cuda_backend.h): on
+         * for a shared backend, whose batched rows near 16, where it beats
+         * the int8 one; a model that drafts verifies 2-4 rows, which the
+         * int8 GEMV does faster still (bench/RESULTS.md section 38) */
         mtplx_cuda_paths pp = mtplx_cuda_get_paths(c->be);
-        if (pp.mma_q4k_auto && !pp.mma_q4k && (model->n_mtp > 0 || p.share_backend_of)) {
+        if (pp.mma_q4k_auto && !pp.mma_q4k && p.share_backend_of) {
             pp.mma_q4k = true;
             mtplx_cuda_set_paths(c->be, pp);
         }
