@@ -490,10 +490,9 @@ cudaError_t launch_w(cudaStream_t st, const mtplx_cuda_mmv_job *job, int W, unsi
         if (W == 8)
             return launch_k(job->pdl, mmv_tc_kernel8<T, MT, NT, tc_u_w8(MT, NT), TL>, dim3(grid),
                             dim3(8 * 32), 0, st, *job, k, rb, x, n);
-    /* Q8_0 and Q4_K are slower as dependents: the GEMVs of 36 8B layers
-     * 5.44 -> 5.67 ms (Q8_0), 4.56 -> 4.90 (Q4_K) with PDL (bench/RESULTS.md
-     * section 38), so they launch plainly (their wait is then a no-op) */
-    return launch_k(job->pdl && T == MTPLX_TYPE_BF16, mmv_tc_kernel<T, MT, NT, tc_u(T, MT, NT), TL>, dim3(grid),
+    /* (Q8_0 and Q4_K launched plainly instead: 8B decode 4-5% faster, 0.6B
+     * 10-13% slower; kept as dependents, bench/RESULTS.md section 38) */
+    return launch_k(job->pdl, mmv_tc_kernel<T, MT, NT, tc_u(T, MT, NT), TL>, dim3(grid),
                     dim3(TC_WARPS * 32), 0, st, *job, k, rb, x, n);
 }
 
