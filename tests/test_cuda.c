@@ -311,7 +311,10 @@ static void test_matmul(void) {
     test_matmul_case(MTPLX_TYPE_Q4_K, 301, 3072, 16, true);
     /* gemm_bf16.cu (BF16 tiled, k % 32 == 0): its 128 x 128 tiles partly
      * filled in both directions (m 301, 1030, 4100; n 33, 130, 300), one k
-     * step (32) up to many, split-k or not, against the emulation */
+     * step (32) up to many, split-k or not, against the emulation. x is
+     * staged in bf16 where the backend's scratch (64 rows x 4096 here) holds
+     * n k values, else in f32: the n = 300, k = 2048 cases take the latter,
+     * the rest the former */
     test_matmul_case(MTPLX_TYPE_BF16, 301, 416, 130, true);
     test_matmul_case(MTPLX_TYPE_BF16, 1030, 32, 33, false);
     test_matmul_case(MTPLX_TYPE_BF16, 37, 2048, 300, false);

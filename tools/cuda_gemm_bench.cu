@@ -1,9 +1,13 @@
 /* cuda_gemm_bench.cu: the prefill GEMM alone for BF16 weights (issue 10):
- * gemm_bf16.cu's pipelined kernel against kernels.cu's tc_mm_kernel on the
- * same tiled weights (mtplx_cuda_tile_bf16), Qwen3 0.6B and 8B matrix
- * shapes, n activation rows. Prints ms (median of 20 launches after 3 warm),
- * TFLOP/s (2 n m k / time) and max |new - old| over max |old|; the two
- * round their operands the same way, so that is f32 summation order only.
+ * gemm_bf16.cu's pipelined kernel, x staged in f32 (no scratch) and in
+ * bf16 (x rounded once into a scratch, as the backend runs it), against
+ * kernels.cu's tc_mm_kernel on the same tiled weights
+ * (mtplx_cuda_tile_bf16), Qwen3 0.6B and 8B matrix shapes, n activation
+ * rows. Prints ms (median of 20 launches after 3 warm, the bf16 one with
+ * its conversion kernel), TFLOP/s (2 n m k / time), max |new - old| over
+ * max |old| (the two round their operands the same way, so that is f32
+ * summation order only) and whether the two stagings agree bit for bit
+ * (they must: the same values in the same order).
  *   tools/cuda_gemm_bench.sh    (builds and runs; output to $OUT)
  *   ./cuda_gemm_bench [n,n,...]   (default 128,512,2048) */
 #define _Noreturn [[noreturn]] /* core.h is C11; this file is C++ */
@@ -55,18 +59,22 @@ int main(int argc, char **argv) {
     mtplx_cuda_tc_split sp = {NULL, (size_t)8 << 20, sms}; /* the backend's scratch size (TC_SPLIT_BYTES) */
     CK(cudaMalloc(&sp.buf, sp.bytes));
     CK(mtplx_cuda_gemm_bf16_init());
-    printf("GPU SMs %d; BF16 tiled weights, x f32; ms = median of 20\n", sms);
-    printf("%-10s %6s %6s %6s  %9s %9s  %8s %8s  %6s  %s\n", "shape", "m", "k", "n", "old ms", "new ms", "old TF/s",
-           "new TF/s", "x", "max|diff| rel");
+    printf("GPU SMs %d; BF16 tiled weights, x f32; ms = median of 20; gemm_bf16 with x staged in f32 (f32x) "
+           "and in bf16 (bf16x)\n", sms);
+    printf("%-10s %6s %6s %6s  %8s %8s %8s  %8s %8s %8s  %6s %6s  %-9s %s\n", "shape", "m", "k", "n", "old ms",
+           "f32x ms", "bf16x ms", "old TF/s", "f32x", "bf16x", "x f32x", "x bf16x", "same bits", "max|diff| rel");
     for (auto &S : shapes) {
         uint16_t *raw;
-        void *W;
-        float *x, *y0, *y1;
+        void *W, *xb;
+        float *x, *y0, *y1, *y2;
+        const size_t xb_bytes = (size_t)nmax * S.k * 2;
         CK(cudaMalloc(&raw, (size_t)S.m * S.k * 2));
         CK(cudaMalloc(&W, mtplx_cuda_bf16_tiled_bytes(S.m, S.k)));
         CK(cudaMalloc(&x, (size_t)nmax * S.k * 4));
+        CK(cudaMalloc(&xb, xb_bytes));
         CK(cudaMalloc(&y0, (size_t)nmax * S.m * 4));
         CK(cudaMalloc(&y1, (size_t)nmax * S.m * 4));
+        CK(cudaMalloc(&y2, (size_t)nmax * S.m * 4));
         fill_bf16<<<1024, 256, 0, st>>>(raw, (size_t)S.m * S.k, 17u);
         fill_f32<<<1024, 256, 0, st>>>(x, (size_t)nmax * S.k, 29u);
         CK(mtplx_cuda_tile_bf16(st, raw, W, S.m, S.k));
@@ -77,20 +85,27 @@ int main(int argc, char **argv) {
             }, 20, 3);
             double t1 = launch_median_ms(st, [&] {
                 CK(mtplx_cuda_gemm_bf16(st, MTPLX_TYPE_BF16, MTPLX_CUDA_W_BF16_TILED, W, (size_t)S.k * 2, S.m, S.k, x,
-                                        n, y1, NULL, &sp));
+                                        n, y1, NULL, &sp, NULL, 0));
             }, 20, 3);
-            std::vector<float> a((size_t)n * S.m), b((size_t)n * S.m);
+            double t2 = launch_median_ms(st, [&] {
+                CK(mtplx_cuda_gemm_bf16(st, MTPLX_TYPE_BF16, MTPLX_CUDA_W_BF16_TILED, W, (size_t)S.k * 2, S.m, S.k, x,
+                                        n, y2, NULL, &sp, xb, xb_bytes));
+            }, 20, 3);
+            std::vector<float> a((size_t)n * S.m), b((size_t)n * S.m), c((size_t)n * S.m);
             CK(cudaStreamSynchronize(st));
             CK(cudaMemcpy(a.data(), y0, a.size() * 4, cudaMemcpyDeviceToHost));
             CK(cudaMemcpy(b.data(), y1, b.size() * 4, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(c.data(), y2, c.size() * 4, cudaMemcpyDeviceToHost));
             double dm = 0, am = 0;
             for (size_t i = 0; i < a.size(); i++)
                 dm = std::max(dm, (double)fabsf(a[i] - b[i])), am = std::max(am, (double)fabsf(a[i]));
+            const bool same = memcmp(b.data(), c.data(), b.size() * 4) == 0;
             const double fl = 2.0 * n * S.m * S.k;
-            printf("%-10s %6ld %6ld %6ld  %9.4f %9.4f  %8.1f %8.1f  %5.2fx  %.2e\n", S.name, S.m, S.k, n, t0, t1,
-                   fl / t0 / 1e9, fl / t1 / 1e9, t0 / t1, am > 0 ? dm / am : dm);
+            printf("%-10s %6ld %6ld %6ld  %8.4f %8.4f %8.4f  %8.1f %8.1f %8.1f  %5.2fx %5.2fx  %-9s %.2e\n", S.name, S.m,
+                   S.k, n, t0, t1, t2, fl / t0 / 1e9, fl / t1 / 1e9, fl / t2 / 1e9, t0 / t1, t0 / t2,
+                   same ? "yes" : "NO", am > 0 ? dm / am : dm);
         }
-        cudaFree(raw), cudaFree(W), cudaFree(x), cudaFree(y0), cudaFree(y1);
+        cudaFree(raw), cudaFree(W), cudaFree(x), cudaFree(xb), cudaFree(y0), cudaFree(y1), cudaFree(y2);
     }
     return 0;
 }

@@ -196,6 +196,8 @@ typedef struct {
     mtplx_cuda_graph_stats gstats;
     mtplx_cuda_paths paths; /* prefill kernels (header comment) */
     mtplx_cuda_tc_split split; /* split-k scratch and the SM count */
+    void *gemm_xb; /* gemm_bf16.cu's x in bf16 (gemm_xb_bytes) */
+    size_t gemm_xb_bytes;
     mtplx_cuda_attn_scratch attn; /* the step attention's split over positions */
     /* x in integer pieces for mmv_i8.cu (Q8_0 / Q4_K decode and verify on
      * the int8 tensor cores); NULL with MTPLX_CUDA_I8=0: mmv_tc.cu instead */
@@ -429,7 +431,7 @@ static bool matmul_pipelined(cuda_backend *c, const mtplx_weight *w, int layout,
         !mtplx_cuda_gemm_bf16_ok(w->type, layout, w->k, x))
         return false;
     CK(mtplx_cuda_gemm_bf16(c->stream, w->type, layout, W, rb, w->m, w->k, x, n, y, b,
-                            c->paths.tc_split ? &c->split : NULL),
+                            c->paths.tc_split ? &c->split : NULL, c->gemm_xb, c->gemm_xb_bytes),
        "matmul (pipelined GEMM)");
     return true;
 }
@@ -1006,6 +1008,7 @@ static void release(cuda_backend *c) {
     cudaFree(c->souts);
     cudaFree(c->ids_dev);
     cudaFree(c->split.buf);
+    cudaFree(c->gemm_xb);
     cudaFree(c->attn.part);
     cudaFree(c->attn.cnt);
     cudaFree(c->xq);
@@ -1069,7 +1072,7 @@ mtplx_status mtplx_cuda_mem_info(int device, size_t *free_bytes, size_t *total_b
 
 mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, int64_t n_ctx,
                                     mtplx_backend **out) {
-    (void)max_k, (void)max_n, (void)n_ctx; /* the kernels need no scratch */
+    (void)n_ctx; /* the kernels need no scratch for it */
     *out = NULL;
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -1102,6 +1105,9 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&c->souts, MTPLX_CUDA_SAMPLE_ROWS * sizeof *c->souts);
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->split.buf, TC_SPLIT_BYTES);
+    /* the prefill GEMM's x in bf16: a forward's rows (max_n) of the longest k */
+    c->gemm_xb_bytes = (size_t)(max_n > 0 ? max_n : 1) * (size_t)(max_k > 0 ? max_k : 1) * 2;
+    if (e == cudaSuccess) e = cudaMalloc(&c->gemm_xb, c->gemm_xb_bytes);
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&c->split.n_sm, cudaDevAttrMultiProcessorCount, device);
     c->split.bytes = TC_SPLIT_BYTES;

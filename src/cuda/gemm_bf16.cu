@@ -15,17 +15,20 @@
  *    a stage is 32 k (one k step of the tiled copy, so each 16-row tile's
  *    part is 1 KB of contiguous bytes) of 128 weight rows and of 128 x rows
  *    in f32, while the warps multiply the stages before it;
- *  - x is rounded to bf16 as the warps build their A fragments (two values
- *    a cvt), so neither a conversion kernel nor a bf16 copy of x is needed;
- *    W's B fragments come by ldmatrix from rows whose 16-byte chunks are
- *    swizzled (chunk c of row r at c ^ ((r >> 1) & 3)), so its 8 rows hit 8
- *    different bank groups.
+ *  - x is rounded to bf16 once, by x_bf16_kernel into the caller's scratch,
+ *    and staged as bf16 (XB); both operands' fragments come by ldmatrix
+ *    from rows whose 16-byte chunks are swizzled (chunk c of row r at
+ *    c ^ ((r >> 1) & 3)), so 8 rows hit 8 different bank groups. Without a
+ *    scratch large enough, x is staged in f32 and rounded as the warps
+ *    build their A fragments (two values a cvt), as the first version did:
+ *    twice the shared-memory bytes for x and a conversion per use.
  * The rounding is tc_mm_kernel's (x and W to bf16, products exact in f32),
  * so test_cuda's emulation of it checks both; only the order of the f32
  * sums differs. Split-k (kchunk, part) as tc_mm_kernel's: a run of k steps
  * a blockIdx.z, partials summed in a fixed order by tc_reduce_kernel.
  * H200 (tools/cuda_gemm_bench.sh, bench/RESULTS.md section 37): 8B BF16
- * matrices at 172-224 TFLOP/s from 512 rows on, against 34-49. */
+ * matrices at 172-224 TFLOP/s from 512 rows on, against 34-49, with x
+ * staged in f32; section 38 for bf16. */
 
 #define _Noreturn [[noreturn]]
 extern "C" {
@@ -41,10 +44,15 @@ extern "C" {
 
 namespace {
 
-constexpr int GB_BM = 128, GB_BN = 128, GB_BK = 32, GB_ST = 3, GB_THREADS = 256;
-constexpr int GB_XLD = GB_BK + 8; /* floats a staged x row: lds.64 of a fragment conflict-free */
-constexpr int GB_XBYTES = GB_BM * GB_XLD * 4, GB_WBYTES = GB_BN * GB_BK * 2;
-constexpr int GB_STAGE = GB_XBYTES + GB_WBYTES;
+constexpr int GB_BM = 128, GB_BN = 128, GB_BK = 32, GB_THREADS = 256;
+constexpr int GB_XLD = GB_BK + 8; /* floats a staged f32 x row: lds.64 of a fragment conflict-free */
+constexpr int GB_WBYTES = GB_BN * GB_BK * 2;
+/* a stage's bytes of x (bf16 rows of 64 bytes, as W's; or f32 rows of
+ * GB_XLD), of x and W, and the stages: 4 of 16 KB or 3 of 28 */
+template <bool XB> __host__ __device__ constexpr int gb_xbytes() { return XB ? GB_BM * GB_BK * 2 : GB_BM * GB_XLD * 4; }
+template <bool XB> __host__ __device__ constexpr int gb_stage() { return gb_xbytes<XB>() + GB_WBYTES; }
+template <bool XB> __host__ __device__ constexpr int gb_stages() { return XB ? 4 : 3; }
+template <bool XB> __host__ __device__ constexpr int gb_smem() { return gb_stages<XB>() * gb_stage<XB>(); }
 
 /* (cp_async16z, cp_async_commit, cp_async_wait, ldsm_x4, pack2: cuda_util.cuh) */
 template <int N> __device__ __forceinline__ void cp_small(uint32_t dst, const void *src, bool ok) {
@@ -72,20 +80,32 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
 }
 
 /* Stage st of the block: k step ks (elements [32 ks, 32 ks + 32)) of its
- * x rows i0.. (f32, rows past n zero) and weight rows r0.. (tiles past the
- * padded m zero). 256 threads: 4 x chunks and 2 W chunks each. */
-template <int WL>
+ * x rows i0.. (bf16 from xb, or f32 from x; rows past n zero) and weight
+ * rows r0.. (tiles past the padded m zero). 256 threads: 2 x chunks (4 in
+ * f32) and 2 W chunks each. */
+template <int WL, bool XB>
 __device__ __forceinline__ void gb_load(uint32_t sbase, int st, const uint8_t *__restrict__ W, size_t rb,
-                                        int64_t k, int64_t m_tiles, const float *__restrict__ x, int64_t n,
-                                        int64_t i0, int64_t r0, int64_t ks) {
-    const uint32_t xs = sbase + st * GB_STAGE, ws = xs + GB_XBYTES;
+                                        int64_t k, int64_t m_tiles, const float *__restrict__ x,
+                                        const uint16_t *__restrict__ xb, int64_t n, int64_t i0, int64_t r0,
+                                        int64_t ks) {
+    const uint32_t xs = sbase + st * gb_stage<XB>(), ws = xs + gb_xbytes<XB>();
     const int tid = threadIdx.x;
+    if constexpr (XB) {
 #pragma unroll
-    for (int h = 0; h < 4; h++) { /* 128 rows x 8 chunks of 4 floats */
-        const int p = tid + GB_THREADS * h, row = p >> 3, c = p & 7;
-        const bool ok = i0 + row < n;
-        const float *src = x + (size_t)(ok ? i0 + row : 0) * k + ks * GB_BK + 4 * c;
-        cp_async16z(xs + (row * GB_XLD + 4 * c) * 4, src, ok);
+        for (int h = 0; h < 2; h++) { /* 128 rows x 4 chunks of 8 bf16, swizzled as W's */
+            const int p = tid + GB_THREADS * h, row = p >> 2, c = p & 3;
+            const bool ok = i0 + row < n;
+            const uint16_t *src = xb + (size_t)(ok ? i0 + row : 0) * k + ks * GB_BK + 8 * c;
+            cp_async16z(xs + row * 64 + ((c ^ ((row >> 1) & 3)) << 4), src, ok);
+        }
+    } else {
+#pragma unroll
+        for (int h = 0; h < 4; h++) { /* 128 rows x 8 chunks of 4 floats */
+            const int p = tid + GB_THREADS * h, row = p >> 3, c = p & 7;
+            const bool ok = i0 + row < n;
+            const float *src = x + (size_t)(ok ? i0 + row : 0) * k + ks * GB_BK + 4 * c;
+            cp_async16z(xs + (row * GB_XLD + 4 * c) * 4, src, ok);
+        }
     }
     if constexpr (WL == WL_BF16) {
 #pragma unroll
@@ -127,11 +147,12 @@ __device__ __forceinline__ void gb_load(uint32_t sbase, int st, const uint8_t *_
     }
 }
 
-template <int WL>
+template <int WL, bool XB>
 __global__ void __launch_bounds__(GB_THREADS, 2)
     gemm_bf16_kernel(const uint8_t *__restrict__ W, size_t rb, int64_t m, int64_t k, const float *__restrict__ x,
-                     int64_t n, float *__restrict__ y, const float *__restrict__ bias, int64_t kchunk,
-                     float *__restrict__ part) {
+                     const uint16_t *__restrict__ xb, int64_t n, float *__restrict__ y,
+                     const float *__restrict__ bias, int64_t kchunk, float *__restrict__ part) {
+    constexpr int GB_ST = gb_stages<XB>(), GB_STAGE = gb_stage<XB>(), GB_XBYTES = gb_xbytes<XB>();
     extern __shared__ __align__(16) uint8_t gb_sm[];
     const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(gb_sm);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -149,21 +170,25 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
 
 #pragma unroll
     for (int s = 0; s < GB_ST - 1; s++) {
-        if (s < nk) gb_load<WL>(sbase, s, W, rb, k, m_tiles, x, n, i0, r0, ks0 + s);
+        if (s < nk) gb_load<WL, XB>(sbase, s, W, rb, k, m_tiles, x, xb, n, i0, r0, ks0 + s);
         cp_async_commit();
     }
-    /* ldmatrix: lane l gives row (l & 7) + 8 (l >> 4) of its 16, chunk (l >> 3) & 1 of the k half */
+    /* ldmatrix: lane l gives row (l & 7) + 8 (l >> 4) of its 16, chunk (l >> 3) & 1 of the k half
+     * (W: matrices rows 0-7 k 0-7, rows 0-7 k 8-15, rows 8-15 ...); for x's
+     * A fragment row l & 15, chunk l >> 4 (rows 0-7 k 0-7, rows 8-15 k 0-7,
+     * rows 0-7 k 8-15, rows 8-15 k 8-15: mma's a0..a3) */
     const int lrow = (lane & 7) + 8 * (lane >> 4), lch = (lane >> 3) & 1;
+    const int arow = lane & 15, ach = lane >> 4;
     for (int64_t kb = 0; kb < nk; kb++) {
         cp_async_wait<GB_ST - 2>();
         __syncthreads(); /* stage kb is in, and stage kb - 1 is read by every warp */
         if (kb + GB_ST - 1 < nk)
-            gb_load<WL>(sbase, (int)((kb + GB_ST - 1) % GB_ST), W, rb, k, m_tiles, x, n, i0, r0,
-                        ks0 + kb + GB_ST - 1);
+            gb_load<WL, XB>(sbase, (int)((kb + GB_ST - 1) % GB_ST), W, rb, k, m_tiles, x, xb, n, i0, r0,
+                            ks0 + kb + GB_ST - 1);
         cp_async_commit();
         const int st = (int)(kb % GB_ST);
         const float *xs = (const float *)(gb_sm + st * GB_STAGE);
-        const uint32_t ws = sbase + st * GB_STAGE + GB_XBYTES;
+        const uint32_t xsa = sbase + st * GB_STAGE, ws = xsa + GB_XBYTES;
         const uint8_t *wq = gb_sm + st * GB_STAGE + GB_XBYTES; /* (Q8_0) */
         /* rows wn + 8 nj + g: Q8_0 the scale of this step's block; Q4_K the
          * scale and min of its sub-block (q4k_sub_scales, as deq8's) */
@@ -183,11 +208,16 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
             uint32_t a[4][4], b[4][2];
 #pragma unroll
             for (int mi = 0; mi < 4; mi++) {
-                const float *p0 = xs + (wm + 16 * mi + g) * GB_XLD + kk + 2 * t, *p1 = p0 + 8 * GB_XLD;
-                const float2 v0 = *(const float2 *)p0, v1 = *(const float2 *)p1;
-                const float2 v2 = *(const float2 *)(p0 + 8), v3 = *(const float2 *)(p1 + 8);
-                a[mi][0] = pack2<__nv_bfloat16>(v0.x, v0.y), a[mi][1] = pack2<__nv_bfloat16>(v1.x, v1.y);
-                a[mi][2] = pack2<__nv_bfloat16>(v2.x, v2.y), a[mi][3] = pack2<__nv_bfloat16>(v3.x, v3.y);
+                if constexpr (XB) {
+                    const int r = wm + 16 * mi + arow, c = kk / 8 + ach;
+                    ldsm_x4(a[mi], xsa + r * 64 + ((c ^ ((r >> 1) & 3)) << 4));
+                } else {
+                    const float *p0 = xs + (wm + 16 * mi + g) * GB_XLD + kk + 2 * t, *p1 = p0 + 8 * GB_XLD;
+                    const float2 v0 = *(const float2 *)p0, v1 = *(const float2 *)p1;
+                    const float2 v2 = *(const float2 *)(p0 + 8), v3 = *(const float2 *)(p1 + 8);
+                    a[mi][0] = pack2<__nv_bfloat16>(v0.x, v0.y), a[mi][1] = pack2<__nv_bfloat16>(v1.x, v1.y);
+                    a[mi][2] = pack2<__nv_bfloat16>(v2.x, v2.y), a[mi][3] = pack2<__nv_bfloat16>(v3.x, v3.y);
+                }
             }
             if constexpr (WL == WL_BF16) {
 #pragma unroll
@@ -248,6 +278,36 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
         }
 }
 
+/* xb = x rounded to bf16 as pack2 rounds (round to nearest even), 8 values
+ * a thread and step */
+__global__ void x_bf16_kernel(const float *__restrict__ x, uint4 *__restrict__ xb, int64_t n8) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n8; i += (int64_t)gridDim.x * blockDim.x) {
+        const float4 a = ((const float4 *)x)[2 * i], b = ((const float4 *)x)[2 * i + 1];
+        xb[i] = make_uint4(pack2<__nv_bfloat16>(a.x, a.y), pack2<__nv_bfloat16>(a.z, a.w),
+                           pack2<__nv_bfloat16>(b.x, b.y), pack2<__nv_bfloat16>(b.z, b.w));
+    }
+}
+
+template <bool XB>
+cudaError_t gb_launch(cudaStream_t s, int kind, dim3 grid, const uint8_t *W, size_t rb, int64_t m, int64_t k,
+                      const float *x, const uint16_t *xb, int64_t n, float *y, const float *bias, int64_t kchunk,
+                      float *part) {
+    auto kern = kind == WL_BF16 ? gemm_bf16_kernel<WL_BF16, XB>
+                : kind == WL_Q8 ? gemm_bf16_kernel<WL_Q8, XB>
+                : kind == WL_Q8I ? gemm_bf16_kernel<WL_Q8I, XB>
+                                 : gemm_bf16_kernel<WL_Q4K, XB>;
+    kern<<<grid, GB_THREADS, gb_smem<XB>(), s>>>(W, rb, m, k, x, xb, n, y, bias, kchunk, part);
+    return cudaGetLastError();
+}
+
+template <bool XB> cudaError_t gb_init() {
+    cudaError_t e = cudaSuccess;
+    for (auto kern : {gemm_bf16_kernel<WL_BF16, XB>, gemm_bf16_kernel<WL_Q8, XB>, gemm_bf16_kernel<WL_Q8I, XB>,
+                      gemm_bf16_kernel<WL_Q4K, XB>})
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, gb_smem<XB>());
+    return e;
+}
+
 } // namespace
 
 extern "C" {
@@ -262,11 +322,8 @@ static int gb_kind(int type, int layout, int64_t k) {
 }
 
 cudaError_t mtplx_cuda_gemm_bf16_init(void) {
-    cudaError_t e = cudaSuccess;
-    for (auto kern : {gemm_bf16_kernel<WL_BF16>, gemm_bf16_kernel<WL_Q8>, gemm_bf16_kernel<WL_Q8I>,
-                      gemm_bf16_kernel<WL_Q4K>})
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, GB_ST * GB_STAGE);
-    return e;
+    cudaError_t e = gb_init<true>();
+    return e == cudaSuccess ? gb_init<false>() : e;
 }
 
 bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x) {
@@ -275,21 +332,27 @@ bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x) {
 
 cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const void *W, size_t rb, int64_t m,
                                  int64_t k, const float *x, int64_t n, float *y, const float *bias,
-                                 const mtplx_cuda_tc_split *sp) {
+                                 const mtplx_cuda_tc_split *sp, void *xb, size_t xb_bytes) {
     if (!mtplx_cuda_gemm_bf16_ok(type, layout, k, x) || ((uintptr_t)W & 15) || rb % 16) return cudaErrorInvalidValue;
     if (n <= 0 || m <= 0) return cudaSuccess;
+    const bool use_xb = xb && ((uintptr_t)xb & 15) == 0 && (size_t)n * (size_t)k * 2 <= xb_bytes;
+    if (use_xb) {
+        const int64_t n8 = n * k / 8; /* k % 32 == 0 */
+        const int64_t blocks = (n8 + 255) / 256;
+        x_bf16_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, s>>>(x, (uint4 *)xb, n8);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return e;
+    }
     const int64_t gx = (m + GB_BN - 1) / GB_BN, gy = (n + GB_BM - 1) / GB_BM;
     int64_t kchunk; /* split-k as tc_mm_kernel's, runs of at least four 32-element steps */
     const int splits = mtplx_cuda_tc_split_k(sp, gx * gy, n, m, k, GB_BK, 4, &kchunk);
     float *part = splits > 1 ? sp->buf : NULL;
     dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)splits);
     const int kind = gb_kind(type, layout, k);
-    auto kern = kind == WL_BF16 ? gemm_bf16_kernel<WL_BF16>
-                : kind == WL_Q8 ? gemm_bf16_kernel<WL_Q8>
-                : kind == WL_Q8I ? gemm_bf16_kernel<WL_Q8I>
-                                 : gemm_bf16_kernel<WL_Q4K>;
-    kern<<<grid, GB_THREADS, GB_ST * GB_STAGE, s>>>((const uint8_t *)W, rb, m, k, x, n, y, bias, kchunk, part);
-    cudaError_t e = cudaGetLastError();
+    cudaError_t e = use_xb ? gb_launch<true>(s, kind, grid, (const uint8_t *)W, rb, m, k, x, (const uint16_t *)xb,
+                                             n, y, bias, kchunk, part)
+                           : gb_launch<false>(s, kind, grid, (const uint8_t *)W, rb, m, k, x, NULL, n, y, bias,
+                                              kchunk, part);
     if (e != cudaSuccess || !part) return e;
     return mtplx_cuda_tc_reduce(s, part, splits, n * m, m, y, bias);
 }
