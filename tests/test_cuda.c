@@ -311,28 +311,34 @@ static void test_matmul(void) {
     test_matmul_case(MTPLX_TYPE_Q4_K, 301, 3072, 16, true);
     /* gemm_bf16.cu (BF16 tiled, k % 32 == 0): its 128 x 128 tiles partly
      * filled in both directions (m 301, 1030, 4100; n 33, 130, 300), one k
-     * step (32) up to many, split-k or not, against the emulation. x is
-     * staged in bf16 where the backend's scratch (64 rows x 4096 here) holds
-     * n k values, else in f32: the n = 300, k = 2048 cases take the latter,
-     * the rest the former */
-    test_matmul_case(MTPLX_TYPE_BF16, 301, 416, 130, true);
-    test_matmul_case(MTPLX_TYPE_BF16, 1030, 32, 33, false);
-    test_matmul_case(MTPLX_TYPE_BF16, 37, 2048, 300, false);
-    test_matmul_case(MTPLX_TYPE_BF16, 4100, 256, 40, true);
-    /* and its Q8_0 (paths.gemm_q8): the packed copy
-     * (mma_q4k on: mmv_tc.cu's layout) and the int8-interleaved one (off:
-     * mmv_i8.cu's, k % 64 == 0) */
+     * step (32) up to many, split-k or not, against the emulation; x staged
+     * in f32 (paths.gemm_xb off) and in bf16 (on; where the backend's
+     * scratch, 64 rows x 4096 here, holds n k values: the n = 300, k = 2048
+     * cases stay in f32) */
     mtplx_cuda_paths s0 = mtplx_cuda_get_paths(gpu);
-    for (int q4k = 1; q4k >= 0 && s0.mma && s0.gemm_bf16; q4k--) {
-        mtplx_cuda_paths p = s0;
-        p.mma_q4k = q4k, p.gemm_q8 = true;
-        mtplx_cuda_set_paths(gpu, p);
-        test_matmul_case(MTPLX_TYPE_Q8_0, 301, 448, 130, true);
-        test_matmul_case(MTPLX_TYPE_Q8_0, 37, 2048, 300, false);
-        test_matmul_case(MTPLX_TYPE_Q8_0, 1030, 512, 40, false);
-        if (q4k) { /* Q4_K (file layout) in the same kernel: blocks of 256, sub-blocks as k steps */
-            test_matmul_case(MTPLX_TYPE_Q4_K, 301, 768, 130, true);
-            test_matmul_case(MTPLX_TYPE_Q4_K, 37, 2048, 300, false);
+    for (int xb = 0; xb <= 1; xb++) {
+        mtplx_cuda_paths px = s0;
+        px.gemm_xb = xb;
+        mtplx_cuda_set_paths(gpu, px);
+        if (xb) printf("  info  the prefill GEMM's cases again with x staged in bf16 (MTPLX_CUDA_GEMM_XB=1)\n");
+        test_matmul_case(MTPLX_TYPE_BF16, 301, 416, 130, true);
+        test_matmul_case(MTPLX_TYPE_BF16, 1030, 32, 33, false);
+        test_matmul_case(MTPLX_TYPE_BF16, 37, 2048, 300, false);
+        test_matmul_case(MTPLX_TYPE_BF16, 4100, 256, 40, true);
+        /* and its Q8_0 (paths.gemm_q8): the packed copy (mma_q4k on:
+         * mmv_tc.cu's layout) and the int8-interleaved one (off: mmv_i8.cu's,
+         * k % 64 == 0) */
+        for (int q4k = 1; q4k >= 0 && s0.mma && s0.gemm_bf16; q4k--) {
+            mtplx_cuda_paths p = px;
+            p.mma_q4k = q4k, p.gemm_q8 = true;
+            mtplx_cuda_set_paths(gpu, p);
+            test_matmul_case(MTPLX_TYPE_Q8_0, 301, 448, 130, true);
+            test_matmul_case(MTPLX_TYPE_Q8_0, 37, 2048, 300, false);
+            test_matmul_case(MTPLX_TYPE_Q8_0, 1030, 512, 40, false);
+            if (q4k) { /* Q4_K (file layout) in the same kernel: blocks of 256, sub-blocks as k steps */
+                test_matmul_case(MTPLX_TYPE_Q4_K, 301, 768, 130, true);
+                test_matmul_case(MTPLX_TYPE_Q4_K, 37, 2048, 300, false);
+            }
         }
     }
     mtplx_cuda_set_paths(gpu, s0);

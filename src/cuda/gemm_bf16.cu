@@ -15,20 +15,23 @@
  *    a stage is 32 k (one k step of the tiled copy, so each 16-row tile's
  *    part is 1 KB of contiguous bytes) of 128 weight rows and of 128 x rows
  *    in f32, while the warps multiply the stages before it;
- *  - x is rounded to bf16 once, by x_bf16_kernel into the caller's scratch,
- *    and staged as bf16 (XB); both operands' fragments come by ldmatrix
- *    from rows whose 16-byte chunks are swizzled (chunk c of row r at
- *    c ^ ((r >> 1) & 3)), so 8 rows hit 8 different bank groups. Without a
- *    scratch large enough, x is staged in f32 and rounded as the warps
- *    build their A fragments (two values a cvt), as the first version did:
- *    twice the shared-memory bytes for x and a conversion per use.
+ *  - x is staged in f32 and rounded to bf16 as the warps build their A
+ *    fragments (two values a cvt); W's B fragments come by ldmatrix from
+ *    rows whose 16-byte chunks are swizzled (chunk c of row r at
+ *    c ^ ((r >> 1) & 3)), so 8 rows hit 8 different bank groups;
+ *  - or (XB: the caller passes a scratch large enough, which the backend
+ *    does with MTPLX_CUDA_GEMM_XB=1, off by default: written and compiled,
+ *    not yet run on a GPU) x is rounded to bf16 once, by x_bf16_kernel into
+ *    that scratch, staged as bf16 rows swizzled as W's and read by
+ *    ldmatrix too: half the shared-memory bytes for x, no conversion per
+ *    use, 4 stages of 16 KB instead of 3 of 28. The same bits either way.
  * The rounding is tc_mm_kernel's (x and W to bf16, products exact in f32),
  * so test_cuda's emulation of it checks both; only the order of the f32
  * sums differs. Split-k (kchunk, part) as tc_mm_kernel's: a run of k steps
  * a blockIdx.z, partials summed in a fixed order by tc_reduce_kernel.
  * H200 (tools/cuda_gemm_bench.sh, bench/RESULTS.md section 37): 8B BF16
  * matrices at 172-224 TFLOP/s from 512 rows on, against 34-49, with x
- * staged in f32; section 38 for bf16. */
+ * staged in f32. */
 
 #define _Noreturn [[noreturn]]
 extern "C" {
