@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # cuda_mmv_bench.sh: build tools/cuda_mmv_bench.cu (the decode / verify
-# GEMVs alone on Qwen3-8B shapes) once per variant of mmv_i8.cu's compile-
-# time knobs and run each; on a GPU machine, from the repo root.
+# GEMVs alone on Qwen3-8B shapes) once per variant of mmv_i8.cu's (or
+# VARIANTS_OF's) compile-time knobs and run each; on a GPU machine, from the
+# repo root.
 #
 #   tools/cuda_mmv_bench.sh ["NAME:-DFLAG=V -DFLAG2=V" ...]   (default: one build, no flags)
 #
-# A variant named NAME@FILE builds FILE (another version of mmv_i8.cu, from
-# the repo root) in place of src/cuda/mmv_i8.cu: an old kernel beside the
-# new one in the same run (it must export what cuda_mmv_bench.cu calls).
-# VARIANTS_OF=mmv_tc.cu (or mmv.cu) makes the variants builds of that file
-# instead, and mmv_i8.cu one plain build.
+# A variant named NAME@FILE builds FILE (another version of the varied file,
+# from the repo root) in place of it: an old kernel beside the new one in
+# the same run (it must export what cuda_mmv_bench.cu calls).
+# VARIANTS_OF=mmv_tc.cu (or mmv.cu) varies that file of src/cuda instead of
+# mmv_i8.cu, which then gets one plain build.
 #
 # Output to $OUT (or /tmp): cuda_mmv_bench.txt. WAIT_FOR=FILE: build, then
 # wait for FILE to exist before running (so that the GPU is otherwise idle

@@ -58,6 +58,12 @@ template <bool XB> __host__ __device__ constexpr int gb_stages() { return XB ? 4
 template <bool XB> __host__ __device__ constexpr int gb_smem() { return gb_stages<XB>() * gb_stage<XB>(); }
 
 /* (cp_async16z, cp_async_commit, cp_async_wait, ldsm_x4, pack2: cuda_util.cuh) */
+/* Byte offset of 16-byte chunk c (0-3) of staged bf16 row r (64 bytes a
+ * row, W's and x's alike): swizzled, chunk c at c ^ ((r >> 1) & 3), so an
+ * ldmatrix of 8 consecutive rows hits 8 different bank groups. */
+__device__ __forceinline__ uint32_t gb_swz(int r, int c) {
+    return (uint32_t)(r * 64 + ((c ^ ((r >> 1) & 3)) << 4));
+}
 template <int N> __device__ __forceinline__ void cp_small(uint32_t dst, const void *src, bool ok) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dst), "l"(src), "n"(N), "r"(ok ? N : 0)
                  : "memory");
@@ -99,7 +105,7 @@ __device__ __forceinline__ void gb_load(uint32_t sbase, int st, const uint8_t *_
             const int p = tid + GB_THREADS * h, row = p >> 2, c = p & 3;
             const bool ok = i0 + row < n;
             const uint16_t *src = xb + (size_t)(ok ? i0 + row : 0) * k + ks * GB_BK + 8 * c;
-            cp_async16z(xs + row * 64 + ((c ^ ((row >> 1) & 3)) << 4), src, ok);
+            cp_async16z(xs + gb_swz(row, c), src, ok);
         }
     } else {
 #pragma unroll
@@ -118,7 +124,7 @@ __device__ __forceinline__ void gb_load(uint32_t sbase, int st, const uint8_t *_
             const bool ok = tile < m_tiles;
             const uint8_t *src = W + (size_t)(ok ? tile : 0) * 16 * (size_t)(2 * k) + ks * 1024 + row * 64 + c * 16;
             const int r = 16 * t + row;
-            cp_async16z(ws + r * 64 + ((c ^ ((r >> 1) & 3)) << 4), src, ok);
+            cp_async16z(ws + gb_swz(r, c), src, ok);
         }
     } else if constexpr (WL == WL_Q4K) { /* 128 rows x (2 chunks of qs, the header); m_tiles is m */
         const int row = tid >> 1, c = tid & 1;
@@ -213,7 +219,7 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
             for (int mi = 0; mi < 4; mi++) {
                 if constexpr (XB) {
                     const int r = wm + 16 * mi + arow, c = kk / 8 + ach;
-                    ldsm_x4(a[mi], xsa + r * 64 + ((c ^ ((r >> 1) & 3)) << 4));
+                    ldsm_x4(a[mi], xsa + gb_swz(r, c));
                 } else {
                     const float *p0 = xs + (wm + 16 * mi + g) * GB_XLD + kk + 2 * t, *p1 = p0 + 8 * GB_XLD;
                     const float2 v0 = *(const float2 *)p0, v1 = *(const float2 *)p1;
@@ -227,7 +233,7 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
                 for (int nb = 0; nb < 2; nb++) { /* weight rows wn + 16 nb .. + 16: n blocks 2 nb, 2 nb + 1 */
                     const int r = wn + 16 * nb + lrow, c = kk / 8 + lch;
                     uint32_t q4[4];
-                    ldsm_x4(q4, ws + r * 64 + ((c ^ ((r >> 1) & 3)) << 4));
+                    ldsm_x4(q4, ws + gb_swz(r, c));
                     b[2 * nb][0] = q4[0], b[2 * nb][1] = q4[1], b[2 * nb + 1][0] = q4[2], b[2 * nb + 1][1] = q4[3];
                 }
             } else {
