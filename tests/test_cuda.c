@@ -320,7 +320,7 @@ static void test_matmul(void) {
         mtplx_cuda_paths px = s0;
         px.gemm_xb = xb;
         mtplx_cuda_set_paths(gpu, px);
-        if (xb) printf("  info  the prefill GEMM's cases again with x staged in bf16 (MTPLX_CUDA_GEMM_XB=1)\n");
+        if (xb) printf("  info  the prefill GEMM's cases again with x staged in bf16 (the default; above: f32, MTPLX_CUDA_GEMM_XB=0)\n");
         test_matmul_case(MTPLX_TYPE_BF16, 301, 416, 130, true);
         test_matmul_case(MTPLX_TYPE_BF16, 1030, 32, 33, false);
         test_matmul_case(MTPLX_TYPE_BF16, 37, 2048, 300, false);

@@ -424,7 +424,7 @@ static bool use_tc(const cuda_backend *c, const mtplx_weight *w, const void *W, 
  * pipelined kernel, where it takes it: BF16 tiled by default
  * (paths.gemm_bf16), Q8_0 and Q4_K with paths.gemm_q8 (both on unless
  * MTPLX_CUDA_GEMM_BF16=0 / MTPLX_CUDA_GEMM_Q8=0); x staged in bf16 from
- * gemm_xb with paths.gemm_xb (MTPLX_CUDA_GEMM_XB=1). Returns whether it ran;
+ * gemm_xb with paths.gemm_xb (on unless MTPLX_CUDA_GEMM_XB=0). Returns whether it ran;
  * else the caller's tc_mm_kernel does. */
 static bool matmul_pipelined(cuda_backend *c, const mtplx_weight *w, int layout, const void *W, size_t rb,
                              const float *x, int64_t n, float *y, const float *b) {
@@ -927,7 +927,7 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .attn_split = !env_is_0("MTPLX_CUDA_ATTN_SPLIT"),
                           .gemm_bf16 = !env_is_0("MTPLX_CUDA_GEMM_BF16"),
                           .gemm_q8 = !env_is_0("MTPLX_CUDA_GEMM_Q8"),
-                          .gemm_xb = env_is_1("MTPLX_CUDA_GEMM_XB"),
+                          .gemm_xb = !env_is_0("MTPLX_CUDA_GEMM_XB"),
                           .flash_mma = !env_is_0("MTPLX_CUDA_FLASH_MMA"),
                           .attn_group_from = attn_group_from_env(),
                           .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};

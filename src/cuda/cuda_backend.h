@@ -94,8 +94,8 @@ typedef struct mtplx_cuda_paths {
      * gemm_q8 sends Q8_0's repacked copies and Q4_K there too
      * (MTPLX_CUDA_GEMM_Q8=0: tc_mm_kernel; bench/RESULTS.md section 38);
      * gemm_xb has that GEMM round x to bf16 once into a scratch and stage
-     * it as bf16 (MTPLX_CUDA_GEMM_XB=1; off by default: written, compiled,
-     * not yet run on a GPU, section 38) instead of staging f32 */
+     * it as bf16 instead of staging f32 (on unless MTPLX_CUDA_GEMM_XB=0;
+     * the same bits, 1.2-1.4x faster at 8B: section 39) */
     bool gemm_bf16, gemm_q8, gemm_xb;
     /* a prefill's attention (flash) on tensor cores for an F16 cache with
      * head_dim 64 or 128 (attention.cu's fa_mma_kernel; MTPLX_CUDA_FLASH_MMA=0:

@@ -20,8 +20,7 @@
  *    rows whose 16-byte chunks are swizzled (chunk c of row r at
  *    c ^ ((r >> 1) & 3)), so 8 rows hit 8 different bank groups;
  *  - or (XB: the caller passes a scratch large enough, which the backend
- *    does with MTPLX_CUDA_GEMM_XB=1, off by default: written and compiled,
- *    not yet run on a GPU) x is rounded to bf16 once, by x_bf16_kernel into
+ *    does unless MTPLX_CUDA_GEMM_XB=0) x is rounded to bf16 once, by x_bf16_kernel into
  *    that scratch, staged as bf16 rows swizzled as W's and read by
  *    ldmatrix too: half the shared-memory bytes for x, no conversion per
  *    use, 4 stages of 16 KB instead of 3 of 28. The same bits either way.
