@@ -7,7 +7,7 @@
  *
  *   nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude -Isrc tools/cuda_mmv_bench.cu \
  *        src/cuda/mmv.cu src/cuda/mmv_tc.cu src/cuda/mmv_i8.cu -o cuda_mmv_bench
- *   ./cuda_mmv_bench [layers [type]]  (default 36 layers, every type; type: Q8_0, Q4_K or BF16)
+ *   ./cuda_mmv_bench [layers [types]]  (default 36 layers, every type; types: any of Q8_0, Q4_K, BF16, e.g. Q8_0,Q4_K)
  *
  * Per type and path: one CUDA graph of `layers` x {QKV (3 weights, one
  * launch), O (+= residual), gate/up + SwiGLU, down (+= residual)}, as
@@ -158,7 +158,7 @@ int main(int argc, char **argv) {
     const char *tname[] = {"Q8_0", "Q4_K", "BF16"};
     for (int ti = 0; ti < 3; ti++) {
         int type = types[ti];
-        if (argc > 2 && strcmp(argv[2], tname[ti]) != 0) continue;
+        if (argc > 2 && !strstr(argv[2], tname[ti])) continue; /* e.g. "Q8_0,Q4_K" */
         std::vector<layer> L(nl);
         uint32_t seed = 1;
         size_t bytes = 0;
@@ -190,7 +190,7 @@ int main(int argc, char **argv) {
             if (type != MTPLX_TYPE_BF16 && p.tiled) continue;
             double t1 = 0;
             printf("  %-8s", p.name);
-            for (int64_t n : {1, 2, 4, 8, 16}) {
+            for (int64_t n : {1, 2, 3, 4, 8, 16}) {
                 double ms = time_captured(
                     st, [&] { issue(st, type, L, 15, p.mma, p.xq, p.pdl, p.tiled, x, y, yff, n); });
                 if (n == 1) {

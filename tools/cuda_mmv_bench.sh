@@ -12,7 +12,8 @@
 # VARIANTS_OF=mmv_tc.cu (or mmv.cu) varies that file of src/cuda instead of
 # mmv_i8.cu, which then gets one plain build.
 #
-# Output to $OUT (or /tmp): cuda_mmv_bench.txt. WAIT_FOR=FILE: build, then
+# LAYERS (default 36, 8B's) and MMV_TYPES (e.g. "Q8_0,Q4_K"; default all)
+# go to the program. Output to $OUT (or /tmp): cuda_mmv_bench.txt. WAIT_FOR=FILE: build, then
 # wait for FILE to exist before running (so that the GPU is otherwise idle
 # while a build elsewhere is done first).
 set -uo pipefail
@@ -35,6 +36,6 @@ for v in "$@"; do
         if [ "$f" = "$VOF" ]; then objs="$objs $B/var_$i.o"; else objs="$objs $B/${f%.cu}.o"; fi
     done
     "$NVCC" -arch=sm_90 "$B/bench.o" $objs -o "$B/bench_$i" &&
-        { echo "=== variant ${v%%:*}: ${v#*:}"; "$B/bench_$i" ${LAYERS:-36}; } 2>&1 | tee -a "$DEST/cuda_mmv_bench.txt"
+        { echo "=== variant ${v%%:*}: ${v#*:}"; "$B/bench_$i" ${LAYERS:-36} ${MMV_TYPES:-}; } 2>&1 | tee -a "$DEST/cuda_mmv_bench.txt"
     i=$((i + 1))
 done
