@@ -433,7 +433,7 @@ static bool matmul_pipelined(cuda_backend *c, const mtplx_weight *w, int layout,
         return false;
     CK(mtplx_cuda_gemm_bf16(c->stream, w->type, layout, W, rb, w->m, w->k, x, n, y, b,
                             c->paths.tc_split ? &c->split : NULL, c->paths.gemm_xb ? c->gemm_xb : NULL,
-                            c->gemm_xb_bytes, c->paths.gemm_tile, c->paths.gemm_raster),
+                            c->gemm_xb_bytes),
        "matmul (pipelined GEMM)");
     return true;
 }
@@ -896,20 +896,6 @@ static bool env_is_1(const char *name) {
     return v && strcmp(v, "1") == 0;
 }
 
-/* a small choice from the environment: name=N with lo <= N <= hi, else
- * (unset: quietly; anything else: with a warning) -1, the default */
-static int env_choice(const char *name, int lo, int hi) {
-    const char *v = getenv(name);
-    if (!v || !*v) return -1;
-    char *end;
-    long n = strtol(v, &end, 10);
-    if (*end || n < lo || n > hi) {
-        mtplx_log(MTPLX_LOG_WARN, "%s=%s: expected a number from %d to %d; using the default", name, v, lo, hi);
-        return -1;
-    }
-    return (int)n;
-}
-
 /* MTPLX_CUDA_ATTN_GROUP: 0 never, N >= 1 from N positions on (1: every
  * step); unset, MTPLX_CUDA_ATTN_GROUP_FROM. */
 static int64_t attn_group_from_env(void) {
@@ -942,9 +928,6 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .gemm_bf16 = !env_is_0("MTPLX_CUDA_GEMM_BF16"),
                           .gemm_q8 = !env_is_0("MTPLX_CUDA_GEMM_Q8"),
                           .gemm_xb = !env_is_0("MTPLX_CUDA_GEMM_XB"),
-                          .gemm_tile = env_choice("MTPLX_CUDA_GEMM_TILE", MTPLX_CUDA_GEMM_TILE_128,
-                                                  MTPLX_CUDA_GEMM_TILE_128X256),
-                          .gemm_raster = env_choice("MTPLX_CUDA_GEMM_RASTER", 0, 1),
                           .flash_mma = !env_is_0("MTPLX_CUDA_FLASH_MMA"),
                           .attn_group_from = attn_group_from_env(),
                           .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};

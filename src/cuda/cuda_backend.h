@@ -97,9 +97,6 @@ typedef struct mtplx_cuda_paths {
      * it as bf16 instead of staging f32 (on unless MTPLX_CUDA_GEMM_XB=0;
      * the same bits, 1.2-1.4x faster at 8B: section 39) */
     bool gemm_bf16, gemm_q8, gemm_xb;
-    /* that GEMM's tile (MTPLX_CUDA_GEMM_TILE_*, MTPLX_CUDA_GEMM_TILE=N) and
-     * raster (MTPLX_CUDA_GEMM_RASTER=0/1); -1: the kernel's choice by shape */
-    int gemm_tile, gemm_raster;
     /* a prefill's attention (flash) on tensor cores for an F16 cache with
      * head_dim 64 or 128 (attention.cu's fa_mma_kernel; MTPLX_CUDA_FLASH_MMA=0:
      * fa_kernel's f32 loops, as other shapes) */

@@ -126,20 +126,14 @@ cudaError_t mtplx_cuda_tc_reduce(cudaStream_t s, const float *part, int splits, 
  * (mtplx_cuda_gemm_bf16_ok). split: as mtplx_cuda_matmul_tc's (buf NULL:
  * no split). xb: scratch for x in bf16 (16-byte aligned); where it holds n
  * k of them, x is rounded once into it and staged as bf16, else (NULL, too
- * small) staged as f32 and rounded at each use: the same bits either way.
- * tile: y's tile (MTPLX_CUDA_GEMM_TILE_*: x rows x weight rows; the large
- * ones only with x in bf16) and raster (1: the blocks launched together
- * share weight rows, 0: x rows); -1 leaves either to the kernel's choice by
- * shape. The same bits whatever is chosen. */
+ * small) staged as f32 and rounded at each use: the same bits either way. */
 bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x);
 /* Once per device, before the first mtplx_cuda_gemm_bf16: its stages take
  * more than 48 KB of shared memory. */
 cudaError_t mtplx_cuda_gemm_bf16_init(void);
-
 cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const void *W, size_t row_bytes,
                                  int64_t m, int64_t k, const float *x, int64_t n, float *y, const float *bias,
-                                 const mtplx_cuda_tc_split *split, void *xb, size_t xb_bytes, int tile,
-                                 int raster);
+                                 const mtplx_cuda_tc_split *split, void *xb, size_t xb_bytes);
 /* ---- the small-n GEMV (mmv, kernels.cu): n <= MTPLX_CUDA_MMV_ROWS rows of
  * x against up to three weights of one type and one k, in one launch. Each
  * warp takes a few weight rows and reads x once for all of them, with 16-byte

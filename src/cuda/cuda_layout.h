@@ -15,10 +15,6 @@ enum {
     MTPLX_CUDA_W_Q8_I8,       /* Q8_0 as mtplx_cuda_repack_q8_0_i8 writes it (mmv_i8.cu) */
 };
 
-/* The prefill GEMM's tiles of y (gemm_bf16.cu; x rows x weight rows), for
- * paths.gemm_tile and mtplx_cuda_gemm_bf16 (-1: the kernel's choice) */
-enum { MTPLX_CUDA_GEMM_TILE_128 = 0, MTPLX_CUDA_GEMM_TILE_256X128 = 1, MTPLX_CUDA_GEMM_TILE_128X256 = 2 };
-
 /* paths.attn_group_from (cuda_backend.h) that no row reaches: the step
  * attention a block per query head throughout */
 #define MTPLX_CUDA_ATTN_GROUP_NEVER INT64_MAX

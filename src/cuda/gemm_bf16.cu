@@ -46,20 +46,15 @@ extern "C" {
 
 namespace {
 
-/* A block's tile of y is BM x rows by BN weight rows: 128 x 128 (8 warps
- * of 64 x 32), or with x in bf16 256 x 128 or 128 x 256 (8 warps of 64 x
- * 64: a quarter fewer shared-memory loads a mma, one block an SM; chosen
- * by gb_pick) */
-constexpr int GB_BK = 32, GB_THREADS = 256;
+constexpr int GB_BM = 128, GB_BN = 128, GB_BK = 32, GB_THREADS = 256;
 constexpr int GB_XLD = GB_BK + 8; /* floats a staged f32 x row: lds.64 of a fragment conflict-free */
+constexpr int GB_WBYTES = GB_BN * GB_BK * 2;
 /* a stage's bytes of x (bf16 rows of 64 bytes, as W's; or f32 rows of
- * GB_XLD), of W, of both, and the stages: 4 of 16 KB (24 for the large
- * tiles) or 3 of 28 */
-template <bool XB, int BM> __host__ __device__ constexpr int gb_xbytes() { return XB ? BM * GB_BK * 2 : BM * GB_XLD * 4; }
-template <int BN> __host__ __device__ constexpr int gb_wbytes() { return BN * GB_BK * 2; }
-template <bool XB, int BM, int BN> __host__ __device__ constexpr int gb_stage() { return gb_xbytes<XB, BM>() + gb_wbytes<BN>(); }
+ * GB_XLD), of x and W, and the stages: 4 of 16 KB or 3 of 28 */
+template <bool XB> __host__ __device__ constexpr int gb_xbytes() { return XB ? GB_BM * GB_BK * 2 : GB_BM * GB_XLD * 4; }
+template <bool XB> __host__ __device__ constexpr int gb_stage() { return gb_xbytes<XB>() + GB_WBYTES; }
 template <bool XB> __host__ __device__ constexpr int gb_stages() { return XB ? 4 : 3; }
-template <bool XB, int BM, int BN> __host__ __device__ constexpr int gb_smem() { return gb_stages<XB>() * gb_stage<XB, BM, BN>(); }
+template <bool XB> __host__ __device__ constexpr int gb_smem() { return gb_stages<XB>() * gb_stage<XB>(); }
 
 /* (cp_async16z, cp_async_commit, cp_async_wait, ldsm_x4, pack2: cuda_util.cuh) */
 /* Byte offset of 16-byte chunk c (0-3) of staged bf16 row r (64 bytes a
@@ -83,9 +78,8 @@ template <int N> __device__ __forceinline__ void cp_small(uint32_t dst, const vo
  * sub-block pair) and at GB_QS Q8_0's f16 scales of the step's block and
  * its pair (4 bytes a row) or Q4_K's block header (16 bytes a row). */
 enum { WL_BF16 = 0, WL_Q8 = 1, WL_Q8I = 2, WL_Q4K = 3 };
-constexpr int GB_QLD = 48;
-template <int BN> __host__ __device__ constexpr int gb_qs() { return BN * GB_QLD; }
-static_assert(48 * 128 + 16 * 128 <= 128 * GB_BK * 2, "a quantised stage fits BF16's (GB_QLD + 16 bytes a row)");
+constexpr int GB_QLD = 48, GB_QS = GB_BN * GB_QLD;
+static_assert(GB_QS + 16 * GB_BN <= GB_WBYTES, "a quantised stage fits BF16's");
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
                  "{%8,%9}, {%0,%1,%2,%3};"
@@ -97,24 +91,22 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
  * x rows i0.. (bf16 from xb, or f32 from x; rows past n zero) and weight
  * rows r0.. (tiles past the padded m zero). 256 threads: 2 x chunks (4 in
  * f32) and 2 W chunks each. */
-template <int WL, bool XB, int BM, int BN>
+template <int WL, bool XB>
 __device__ __forceinline__ void gb_load(uint32_t sbase, int st, const uint8_t *__restrict__ W, size_t rb,
                                         int64_t k, int64_t m_tiles, const float *__restrict__ x,
                                         const uint16_t *__restrict__ xb, int64_t n, int64_t i0, int64_t r0,
                                         int64_t ks) {
-    const uint32_t xs = sbase + st * gb_stage<XB, BM, BN>(), ws = xs + gb_xbytes<XB, BM>();
-    constexpr int GB_QS = gb_qs<BN>();
+    const uint32_t xs = sbase + st * gb_stage<XB>(), ws = xs + gb_xbytes<XB>();
     const int tid = threadIdx.x;
     if constexpr (XB) {
 #pragma unroll
-        for (int h = 0; h < BM / 64; h++) { /* BM rows x 4 chunks of 8 bf16, swizzled as W's */
+        for (int h = 0; h < 2; h++) { /* 128 rows x 4 chunks of 8 bf16, swizzled as W's */
             const int p = tid + GB_THREADS * h, row = p >> 2, c = p & 3;
             const bool ok = i0 + row < n;
             const uint16_t *src = xb + (size_t)(ok ? i0 + row : 0) * k + ks * GB_BK + 8 * c;
             cp_async16z(xs + gb_swz(row, c), src, ok);
         }
     } else {
-        static_assert(XB || BM == 128, "x in f32: 128 rows");
 #pragma unroll
         for (int h = 0; h < 4; h++) { /* 128 rows x 8 chunks of 4 floats */
             const int p = tid + GB_THREADS * h, row = p >> 3, c = p & 7;
@@ -125,7 +117,7 @@ __device__ __forceinline__ void gb_load(uint32_t sbase, int st, const uint8_t *_
     }
     if constexpr (WL == WL_BF16) {
 #pragma unroll
-        for (int h = 0; h < BN / 64; h++) { /* BN / 16 tiles x 16 rows x 4 chunks of 8 bf16 */
+        for (int h = 0; h < 2; h++) { /* 8 tiles x 16 rows x 4 chunks of 8 bf16 */
             const int p = tid + GB_THREADS * h, t = p >> 6, row = (p >> 2) & 15, c = p & 3;
             const int64_t tile = r0 / 16 + t;
             const bool ok = tile < m_tiles;
@@ -133,71 +125,60 @@ __device__ __forceinline__ void gb_load(uint32_t sbase, int st, const uint8_t *_
             const int r = 16 * t + row;
             cp_async16z(ws + gb_swz(r, c), src, ok);
         }
-    } else if constexpr (WL == WL_Q4K) { /* BN rows x (2 chunks of qs, the header); m_tiles is m */
-#pragma unroll
-        for (int h = 0; h < BN / 128; h++) {
-            const int p = tid + GB_THREADS * h, row = p >> 1, c = p & 1;
-            const bool ok = r0 + row < m_tiles;
-            const uint8_t *blk = W + (size_t)(ok ? r0 + row : 0) * rb + (ks >> 3) * 144;
-            cp_async16z(ws + row * GB_QLD + 16 * c, blk + 16 + 32 * ((ks & 7) >> 1) + 16 * c, ok);
-        }
-        for (int p = tid; p < BN; p += GB_THREADS) {
-            const bool okh = r0 + p < m_tiles;
-            cp_async16z(ws + GB_QS + 16 * p, W + (size_t)(okh ? r0 + p : 0) * rb + (ks >> 3) * 144, okh);
+    } else if constexpr (WL == WL_Q4K) { /* 128 rows x (2 chunks of qs, the header); m_tiles is m */
+        const int row = tid >> 1, c = tid & 1;
+        const bool ok = r0 + row < m_tiles;
+        const uint8_t *blk = W + (size_t)(ok ? r0 + row : 0) * rb + (ks >> 3) * 144;
+        cp_async16z(ws + row * GB_QLD + 16 * c, blk + 16 + 32 * ((ks & 7) >> 1) + 16 * c, ok);
+        if (tid < GB_BN) {
+            const bool okh = r0 + tid < m_tiles;
+            cp_async16z(ws + GB_QS + 16 * tid, W + (size_t)(okh ? r0 + tid : 0) * rb + (ks >> 3) * 144, okh);
         }
     } else { /* Q8_0; m_tiles is m: rows past it are zeros */
-        if constexpr (WL == WL_Q8) { /* BN rows x 2 chunks of 16 quants */
+        if constexpr (WL == WL_Q8) { /* 128 rows x 2 chunks of 16 quants */
+            const int row = tid >> 1, c = tid & 1;
+            const bool ok = r0 + row < m_tiles;
+            cp_async16z(ws + row * GB_QLD + 16 * c, W + (size_t)(ok ? r0 + row : 0) * rb + ks * 32 + 16 * c, ok);
+        } else { /* 128 rows x 4 pieces of 8 quants: piece q of block b at 16 q + 8 b of its 64 */
 #pragma unroll
-            for (int h = 0; h < BN / 128; h++) {
-                const int p = tid + GB_THREADS * h, row = p >> 1, c = p & 1;
-                const bool ok = r0 + row < m_tiles;
-                cp_async16z(ws + row * GB_QLD + 16 * c, W + (size_t)(ok ? r0 + row : 0) * rb + ks * 32 + 16 * c, ok);
-            }
-        } else { /* BN rows x 4 pieces of 8 quants: piece q of block b at 16 q + 8 b of its 64 */
-#pragma unroll
-            for (int h = 0; h < BN / 64; h++) {
+            for (int h = 0; h < 2; h++) {
                 const int p = tid + GB_THREADS * h, row = p >> 2, q = p & 3;
                 const bool ok = r0 + row < m_tiles;
                 cp_small<8>(ws + row * GB_QLD + 8 * q,
                             W + (size_t)(ok ? r0 + row : 0) * rb + (ks >> 1) * 64 + 16 * q + 8 * (ks & 1), ok);
             }
         }
-        for (int p = tid; p < BN; p += GB_THREADS) { /* the scales of blocks 2 (ks / 2) and + 1 */
-            const bool ok = r0 + p < m_tiles;
-            cp_small<4>(ws + GB_QS + 4 * p, W + (size_t)(ok ? r0 + p : 0) * rb + k + 4 * (ks >> 1), ok);
+        if (tid < GB_BN) { /* the scales of blocks 2 (ks / 2) and + 1 */
+            const bool ok = r0 + tid < m_tiles;
+            cp_small<4>(ws + GB_QS + 4 * tid, W + (size_t)(ok ? r0 + tid : 0) * rb + k + 4 * (ks >> 1), ok);
         }
     }
 }
 
-/* XF: blockIdx.x walks the x tiles and .y the weight tiles (blocks
- * launched together share their weights), else the other way round */
-template <int WL, bool XB, int BM, int BN, bool XF>
-__global__ void __launch_bounds__(GB_THREADS, BM * BN > 128 * 128 ? 1 : 2)
+template <int WL, bool XB>
+__global__ void __launch_bounds__(GB_THREADS, 2)
     gemm_bf16_kernel(const uint8_t *__restrict__ W, size_t rb, int64_t m, int64_t k, const float *__restrict__ x,
                      const uint16_t *__restrict__ xb, int64_t n, float *__restrict__ y,
                      const float *__restrict__ bias, int64_t kchunk, float *__restrict__ part) {
-    constexpr int GB_ST = gb_stages<XB>(), GB_STAGE = gb_stage<XB, BM, BN>(), GB_XBYTES = gb_xbytes<XB, BM>();
-    constexpr int GB_QS = gb_qs<BN>();
-    constexpr int WARPS_N = 8 / (BM / 64), WN = BN / WARPS_N, NJ = WN / 8; /* a warp: 64 x rows, WN weight rows */
-    static_assert(BM % 64 == 0 && BM / 64 * WARPS_N == 8 && (WN == 32 || WN == 64), "8 warps of 64 x 32 or 64 x 64");
+    constexpr int GB_ST = gb_stages<XB>(), GB_STAGE = gb_stage<XB>(), GB_XBYTES = gb_xbytes<XB>();
     extern __shared__ __align__(16) uint8_t gb_sm[];
     const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(gb_sm);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int wm = (warp / WARPS_N) * 64, wn = (warp % WARPS_N) * WN; /* this warp's x rows, weight rows */
-    const int64_t i0 = (int64_t)(XF ? blockIdx.x : blockIdx.y) * BM, r0 = (int64_t)(XF ? blockIdx.y : blockIdx.x) * BN;
+    const int wm = (warp >> 2) * 64, wn = (warp & 3) * 32; /* this warp's 64 x rows, 32 weight rows */
+    const int64_t i0 = (int64_t)blockIdx.y * GB_BM, r0 = (int64_t)blockIdx.x * GB_BN;
     const int64_t m_tiles = WL == WL_BF16 ? (m + 15) / 16 : m; /* (gb_load's bound) */
     const int64_t k_lo = (int64_t)blockIdx.z * kchunk, k_hi = k_lo + kchunk < k ? k_lo + kchunk : k;
     const int64_t ks0 = k_lo / GB_BK, nk = (k_hi - k_lo) / GB_BK;
 
-    float acc[4][NJ][4];
+    float acc[4][4][4];
 #pragma unroll
     for (int a = 0; a < 4; a++)
 #pragma unroll
-        for (int b = 0; b < NJ; b++) acc[a][b][0] = acc[a][b][1] = acc[a][b][2] = acc[a][b][3] = 0.f;
+        for (int b = 0; b < 4; b++) acc[a][b][0] = acc[a][b][1] = acc[a][b][2] = acc[a][b][3] = 0.f;
 
 #pragma unroll
     for (int s = 0; s < GB_ST - 1; s++) {
-        if (s < nk) gb_load<WL, XB, BM, BN>(sbase, s, W, rb, k, m_tiles, x, xb, n, i0, r0, ks0 + s);
+        if (s < nk) gb_load<WL, XB>(sbase, s, W, rb, k, m_tiles, x, xb, n, i0, r0, ks0 + s);
         cp_async_commit();
     }
     /* ldmatrix: lane l gives row (l & 7) + 8 (l >> 4) of its 16, chunk (l >> 3) & 1 of the k half
@@ -210,7 +191,7 @@ __global__ void __launch_bounds__(GB_THREADS, BM * BN > 128 * 128 ? 1 : 2)
         cp_async_wait<GB_ST - 2>();
         __syncthreads(); /* stage kb is in, and stage kb - 1 is read by every warp */
         if (kb + GB_ST - 1 < nk)
-            gb_load<WL, XB, BM, BN>(sbase, (int)((kb + GB_ST - 1) % GB_ST), W, rb, k, m_tiles, x, xb, n, i0, r0,
+            gb_load<WL, XB>(sbase, (int)((kb + GB_ST - 1) % GB_ST), W, rb, k, m_tiles, x, xb, n, i0, r0,
                             ks0 + kb + GB_ST - 1);
         cp_async_commit();
         const int st = (int)(kb % GB_ST);
@@ -219,20 +200,20 @@ __global__ void __launch_bounds__(GB_THREADS, BM * BN > 128 * 128 ? 1 : 2)
         const uint8_t *wq = gb_sm + st * GB_STAGE + GB_XBYTES; /* (Q8_0) */
         /* rows wn + 8 nj + g: Q8_0 the scale of this step's block; Q4_K the
          * scale and min of its sub-block (q4k_sub_scales, as deq8's) */
-        float dq[NJ], mq[NJ];
+        float dq[4], mq[4];
         if constexpr (WL == WL_Q8 || WL == WL_Q8I)
 #pragma unroll
-            for (int nj = 0; nj < NJ; nj++)
+            for (int nj = 0; nj < 4; nj++)
                 dq[nj] = __half2float(
                     *(const __half *)(wq + GB_QS + 4 * (wn + 8 * nj + g) + 2 * ((ks0 + kb) & 1)));
         if constexpr (WL == WL_Q4K)
 #pragma unroll
-            for (int nj = 0; nj < NJ; nj++)
+            for (int nj = 0; nj < 4; nj++)
                 q4k_sub_scales(*(const uint4 *)(wq + GB_QS + 16 * (wn + 8 * nj + g)), (int)((ks0 + kb) & 7), dq[nj],
                                mq[nj]);
 #pragma unroll
         for (int kk = 0; kk < GB_BK; kk += 16) {
-            uint32_t a[4][4], b[NJ][2];
+            uint32_t a[4][4], b[4][2];
 #pragma unroll
             for (int mi = 0; mi < 4; mi++) {
                 if constexpr (XB) {
@@ -248,7 +229,7 @@ __global__ void __launch_bounds__(GB_THREADS, BM * BN > 128 * 128 ? 1 : 2)
             }
             if constexpr (WL == WL_BF16) {
 #pragma unroll
-                for (int nb = 0; nb < NJ / 2; nb++) { /* weight rows wn + 16 nb .. + 16: n blocks 2 nb, 2 nb + 1 */
+                for (int nb = 0; nb < 2; nb++) { /* weight rows wn + 16 nb .. + 16: n blocks 2 nb, 2 nb + 1 */
                     const int r = wn + 16 * nb + lrow, c = kk / 8 + lch;
                     uint32_t q4[4];
                     ldsm_x4(q4, ws + gb_swz(r, c));
@@ -258,7 +239,7 @@ __global__ void __launch_bounds__(GB_THREADS, BM * BN > 128 * 128 ? 1 : 2)
                 /* b0: row g, k 2t, 2t + 1; b1: k 2t + 8, 2t + 9; each value d q
                  * in f32, then bf16 (deq8's and tc_fetch's rounding) */
 #pragma unroll
-                for (int nj = 0; nj < NJ; nj++) {
+                for (int nj = 0; nj < 4; nj++) {
                     const uint8_t *qr = wq + (wn + 8 * nj + g) * GB_QLD + kk + 2 * t;
 #pragma unroll
                     for (int hh = 0; hh < 2; hh++) {
@@ -277,7 +258,7 @@ __global__ void __launch_bounds__(GB_THREADS, BM * BN > 128 * 128 ? 1 : 2)
 #pragma unroll
             for (int mi = 0; mi < 4; mi++)
 #pragma unroll
-                for (int nj = 0; nj < NJ; nj++) mma_bf16(acc[mi][nj], a[mi], b[nj][0], b[nj][1]);
+                for (int nj = 0; nj < 4; nj++) mma_bf16(acc[mi][nj], a[mi], b[nj][0], b[nj][1]);
         }
     }
 
@@ -289,7 +270,7 @@ __global__ void __launch_bounds__(GB_THREADS, BM * BN > 128 * 128 ? 1 : 2)
             const int64_t i = i0 + wm + 16 * mi + g + 8 * h;
             if (i >= n) continue;
 #pragma unroll
-            for (int nj = 0; nj < NJ; nj++) {
+            for (int nj = 0; nj < 4; nj++) {
                 const int64_t r = r0 + wn + 8 * nj + 2 * t;
                 const float v0 = acc[mi][nj][2 * h], v1 = acc[mi][nj][2 * h + 1];
                 if (part) {
@@ -315,45 +296,24 @@ __global__ void x_bf16_kernel(const float *__restrict__ x, uint4 *__restrict__ x
     }
 }
 
-template <bool XB, int BM, int BN, bool XF>
-cudaError_t gb_launch(cudaStream_t s, int kind, int64_t gw, int64_t gxr, int splits, const uint8_t *W, size_t rb,
-                      int64_t m, int64_t k, const float *x, const uint16_t *xb, int64_t n, float *y,
-                      const float *bias, int64_t kchunk, float *part) {
-    auto kern = kind == WL_BF16 ? gemm_bf16_kernel<WL_BF16, XB, BM, BN, XF>
-                : kind == WL_Q8 ? gemm_bf16_kernel<WL_Q8, XB, BM, BN, XF>
-                : kind == WL_Q8I ? gemm_bf16_kernel<WL_Q8I, XB, BM, BN, XF>
-                                 : gemm_bf16_kernel<WL_Q4K, XB, BM, BN, XF>;
-    const dim3 grid((unsigned)(XF ? gxr : gw), (unsigned)(XF ? gw : gxr), (unsigned)splits);
-    kern<<<grid, GB_THREADS, gb_smem<XB, BM, BN>(), s>>>(W, rb, m, k, x, xb, n, y, bias, kchunk, part);
+template <bool XB>
+cudaError_t gb_launch(cudaStream_t s, int kind, dim3 grid, const uint8_t *W, size_t rb, int64_t m, int64_t k,
+                      const float *x, const uint16_t *xb, int64_t n, float *y, const float *bias, int64_t kchunk,
+                      float *part) {
+    auto kern = kind == WL_BF16 ? gemm_bf16_kernel<WL_BF16, XB>
+                : kind == WL_Q8 ? gemm_bf16_kernel<WL_Q8, XB>
+                : kind == WL_Q8I ? gemm_bf16_kernel<WL_Q8I, XB>
+                                 : gemm_bf16_kernel<WL_Q4K, XB>;
+    kern<<<grid, GB_THREADS, gb_smem<XB>(), s>>>(W, rb, m, k, x, xb, n, y, bias, kchunk, part);
     return cudaGetLastError();
 }
 
-/* x in bf16 (XB), a tile and either raster */
-template <int BM, int BN>
-cudaError_t gb_launch_xb(cudaStream_t s, int kind, int64_t gw, int64_t gxr, int splits, bool xfast, const uint8_t *W,
-                         size_t rb, int64_t m, int64_t k, const float *x, const uint16_t *xb, int64_t n, float *y,
-                         const float *bias, int64_t kchunk, float *part) {
-    return xfast ? gb_launch<true, BM, BN, true>(s, kind, gw, gxr, splits, W, rb, m, k, x, xb, n, y, bias, kchunk, part)
-                 : gb_launch<true, BM, BN, false>(s, kind, gw, gxr, splits, W, rb, m, k, x, xb, n, y, bias, kchunk, part);
-}
-
-template <bool XB, int BM, int BN, bool XF> cudaError_t gb_init() {
+template <bool XB> cudaError_t gb_init() {
     cudaError_t e = cudaSuccess;
-    for (auto kern : {gemm_bf16_kernel<WL_BF16, XB, BM, BN, XF>, gemm_bf16_kernel<WL_Q8, XB, BM, BN, XF>,
-                      gemm_bf16_kernel<WL_Q8I, XB, BM, BN, XF>, gemm_bf16_kernel<WL_Q4K, XB, BM, BN, XF>})
-        if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, gb_smem<XB, BM, BN>());
+    for (auto kern : {gemm_bf16_kernel<WL_BF16, XB>, gemm_bf16_kernel<WL_Q8, XB>, gemm_bf16_kernel<WL_Q8I, XB>,
+                      gemm_bf16_kernel<WL_Q4K, XB>})
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, gb_smem<XB>());
     return e;
-}
-
-/* the tile (MTPLX_CUDA_GEMM_TILE_*) and raster for a GEMM of m weight rows
- * and n x rows, x staged in bf16 or not; the caller's where it asks (>= 0) */
-void gb_pick(int64_t m, int64_t n, bool use_xb, int ask_tile, int ask_raster, int &tile, bool &xfast) {
-    tile = ask_tile >= MTPLX_CUDA_GEMM_TILE_128 && ask_tile <= MTPLX_CUDA_GEMM_TILE_128X256 ? ask_tile
-                                                                                           : MTPLX_CUDA_GEMM_TILE_128;
-    if (!use_xb) tile = MTPLX_CUDA_GEMM_TILE_128;
-    xfast = ask_raster >= 0 ? ask_raster != 0 : false;
-    (void)m, (void)n;
 }
 
 } // namespace
@@ -370,15 +330,9 @@ static int gb_kind(int type, int layout, int64_t k) {
 }
 
 cudaError_t mtplx_cuda_gemm_bf16_init(void) {
-    cudaError_t e = gb_init<false, 128, 128, false>();
-    if (e == cudaSuccess) e = gb_init<true, 128, 128, false>();
-    if (e == cudaSuccess) e = gb_init<true, 128, 128, true>();
-    if (e == cudaSuccess) e = gb_init<true, 256, 128, false>();
-    if (e == cudaSuccess) e = gb_init<true, 256, 128, true>();
-    if (e == cudaSuccess) e = gb_init<true, 128, 256, false>();
-    return e == cudaSuccess ? gb_init<true, 128, 256, true>() : e;
+    cudaError_t e = gb_init<true>();
+    return e == cudaSuccess ? gb_init<false>() : e;
 }
-
 
 bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x) {
     return gb_kind(type, layout, k) >= 0 && k > 0 && k % GB_BK == 0 && ((uintptr_t)x & 15) == 0;
@@ -386,8 +340,7 @@ bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x) {
 
 cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const void *W, size_t rb, int64_t m,
                                  int64_t k, const float *x, int64_t n, float *y, const float *bias,
-                                 const mtplx_cuda_tc_split *sp, void *xb, size_t xb_bytes, int tile_ask,
-                                 int raster_ask) {
+                                 const mtplx_cuda_tc_split *sp, void *xb, size_t xb_bytes) {
     if (!mtplx_cuda_gemm_bf16_ok(type, layout, k, x) || ((uintptr_t)W & 15) || rb % 16) return cudaErrorInvalidValue;
     if (n <= 0 || m <= 0) return cudaSuccess;
     const bool use_xb = xb && ((uintptr_t)xb & 15) == 0 && (size_t)n * (size_t)k * 2 <= xb_bytes;
@@ -398,22 +351,16 @@ cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const voi
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return e;
     }
-    int tile;
-    bool xfast;
-    gb_pick(m, n, use_xb, tile_ask, raster_ask, tile, xfast);
-    const int bm = tile == MTPLX_CUDA_GEMM_TILE_256X128 ? 256 : 128, bn = tile == MTPLX_CUDA_GEMM_TILE_128X256 ? 256 : 128;
-    const int64_t gw = (m + bn - 1) / bn, gxr = (n + bm - 1) / bm;
+    const int64_t gx = (m + GB_BN - 1) / GB_BN, gy = (n + GB_BM - 1) / GB_BM;
     int64_t kchunk; /* split-k as tc_mm_kernel's, runs of at least four 32-element steps */
-    const int splits = mtplx_cuda_tc_split_k(sp, gw * gxr * (bm * bn / (128 * 128)), n, m, k, GB_BK, 4, &kchunk);
+    const int splits = mtplx_cuda_tc_split_k(sp, gx * gy, n, m, k, GB_BK, 4, &kchunk);
     float *part = splits > 1 ? sp->buf : NULL;
+    dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)splits);
     const int kind = gb_kind(type, layout, k);
-    const uint8_t *Wb = (const uint8_t *)W;
-    const uint16_t *xh = (const uint16_t *)xb;
-    cudaError_t e =
-        !use_xb ? gb_launch<false, 128, 128, false>(s, kind, gw, gxr, splits, Wb, rb, m, k, x, NULL, n, y, bias, kchunk, part)
-        : bm == 256 ? gb_launch_xb<256, 128>(s, kind, gw, gxr, splits, xfast, Wb, rb, m, k, x, xh, n, y, bias, kchunk, part)
-        : bn == 256 ? gb_launch_xb<128, 256>(s, kind, gw, gxr, splits, xfast, Wb, rb, m, k, x, xh, n, y, bias, kchunk, part)
-                    : gb_launch_xb<128, 128>(s, kind, gw, gxr, splits, xfast, Wb, rb, m, k, x, xh, n, y, bias, kchunk, part);
+    cudaError_t e = use_xb ? gb_launch<true>(s, kind, grid, (const uint8_t *)W, rb, m, k, x, (const uint16_t *)xb,
+                                             n, y, bias, kchunk, part)
+                           : gb_launch<false>(s, kind, grid, (const uint8_t *)W, rb, m, k, x, NULL, n, y, bias,
+                                              kchunk, part);
     if (e != cudaSuccess || !part) return e;
     return mtplx_cuda_tc_reduce(s, part, splits, n * m, m, y, bias);
 }

@@ -62,7 +62,7 @@ mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be) {
 }
 mtplx_cuda_paths mtplx_cuda_get_paths(const mtplx_backend *be) {
     (void)be;
-    return (mtplx_cuda_paths){.tc = false, .gemm_tile = -1, .gemm_raster = -1};
+    return (mtplx_cuda_paths){.tc = false};
 }
 void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p) { (void)be, (void)p; }
 mtplx_status mtplx_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes) {
