@@ -341,6 +341,25 @@ static void test_matmul(void) {
             }
         }
     }
+    /* gemm_wgmma.cu (BF16 tiled, x in bf16, k % 64 == 0, an sm_90a build
+     * on a compute capability 9.0 GPU): blocks of 128 and 256 weight rows,
+     * tiles partly filled (m 37, 301, 1030, 4100; n 17-64), one k step (64)
+     * up to 16, split-k or not, against the same emulation */
+    for (int bn = 128; bn <= 256 && s0.gemm_bf16 && s0.tile; bn += 128) {
+        if (!mtplx_cuda_wgmma_ready()) {
+            printf("  skip  the prefill GEMM on wgmma: not built for sm_90a, or not a compute capability 9.0 GPU\n");
+            break;
+        }
+        mtplx_cuda_paths px = s0;
+        px.gemm_xb = true, px.gemm_wgmma = bn;
+        mtplx_cuda_set_paths(gpu, px);
+        printf("  info  the prefill GEMM's BF16 cases on wgmma (MTPLX_CUDA_GEMM_WGMMA=%d)\n", bn);
+        test_matmul_case(MTPLX_TYPE_BF16, 4100, 256, 40, true);
+        test_matmul_case(MTPLX_TYPE_BF16, 301, 448, 40, true);
+        test_matmul_case(MTPLX_TYPE_BF16, 1030, 1024, 64, false);
+        test_matmul_case(MTPLX_TYPE_BF16, 37, 64, 33, false);
+        test_matmul_case(MTPLX_TYPE_BF16, 4100, 192, 17, false);
+    }
     mtplx_cuda_set_paths(gpu, s0);
     /* the int8 GEMV's Q8_0 (k % 64 == 0): a part x chunk (448), k steps
      * for every warp with a tail (2112) */

@@ -7,7 +7,11 @@
  * its conversion kernel), TFLOP/s (2 n m k / time), max |new - old| over
  * max |old| (the two round their operands the same way, so that is f32
  * summation order only) and whether the two stagings agree bit for bit
- * (they must: the same values in the same order).
+ * (they must: the same values in the same order). Then, where
+ * mtplx_cuda_gemm_wgmma_ok says yes (gemm_wgmma.cu built for sm_90a, an
+ * H100 / H200), the same GEMM on wgmma with blocks of 128 and 256 weight
+ * rows (wg128, wg256; x in bf16 as bf16x): ms, TFLOP/s and max |wg - bf16x|
+ * over max |bf16x| (the same roundings, the tensor core's own sum order).
  *   tools/cuda_gemm_bench.sh    (builds and runs; output to $OUT)
  *   ./cuda_gemm_bench [n,n,...]   (default 128,512,2048) */
 #define _Noreturn [[noreturn]] /* core.h is C11; this file is C++ */
@@ -61,8 +65,12 @@ int main(int argc, char **argv) {
     CK(mtplx_cuda_gemm_bf16_init());
     printf("GPU SMs %d; BF16 tiled weights, x f32; ms = median of 20; gemm_bf16 with x staged in f32 (f32x) "
            "and in bf16 (bf16x)\n", sms);
-    printf("%-10s %6s %6s %6s  %8s %8s %8s  %8s %8s %8s  %6s %6s  %-9s %s\n", "shape", "m", "k", "n", "old ms",
+    const bool wg = mtplx_cuda_gemm_wgmma_ok(MTPLX_TYPE_BF16, MTPLX_CUDA_W_BF16_TILED, 64);
+    if (wg) CK(mtplx_cuda_gemm_wgmma_init());
+    printf("%-10s %6s %6s %6s  %8s %8s %8s  %8s %8s %8s  %6s %6s  %-9s %s", "shape", "m", "k", "n", "old ms",
            "f32x ms", "bf16x ms", "old TF/s", "f32x", "bf16x", "x f32x", "x bf16x", "same bits", "max|diff| rel");
+    if (wg) printf("  %8s %8s %8s %8s  %9s %9s", "wg128 ms", "wg256 ms", "wg128", "wg256", "wg128 rel", "wg256 rel");
+    printf("\n");
     for (auto &S : shapes) {
         uint16_t *raw;
         void *W, *xb;
@@ -85,11 +93,11 @@ int main(int argc, char **argv) {
             }, 20, 3);
             double t1 = launch_median_ms(st, [&] {
                 CK(mtplx_cuda_gemm_bf16(st, MTPLX_TYPE_BF16, MTPLX_CUDA_W_BF16_TILED, W, (size_t)S.k * 2, S.m, S.k, x,
-                                        n, y1, NULL, &sp, NULL, 0));
+                                        n, y1, NULL, &sp, NULL, 0, 0));
             }, 20, 3);
             double t2 = launch_median_ms(st, [&] {
                 CK(mtplx_cuda_gemm_bf16(st, MTPLX_TYPE_BF16, MTPLX_CUDA_W_BF16_TILED, W, (size_t)S.k * 2, S.m, S.k, x,
-                                        n, y2, NULL, &sp, xb, xb_bytes));
+                                        n, y2, NULL, &sp, xb, xb_bytes, 0));
             }, 20, 3);
             std::vector<float> a((size_t)n * S.m), b((size_t)n * S.m), c((size_t)n * S.m);
             CK(cudaStreamSynchronize(st));
@@ -101,9 +109,32 @@ int main(int argc, char **argv) {
                 dm = std::max(dm, (double)fabsf(a[i] - b[i])), am = std::max(am, (double)fabsf(a[i]));
             const bool same = memcmp(b.data(), c.data(), b.size() * 4) == 0;
             const double fl = 2.0 * n * S.m * S.k;
-            printf("%-10s %6ld %6ld %6ld  %8.4f %8.4f %8.4f  %8.1f %8.1f %8.1f  %5.2fx %5.2fx  %-9s %.2e\n", S.name, S.m,
+            printf("%-10s %6ld %6ld %6ld  %8.4f %8.4f %8.4f  %8.1f %8.1f %8.1f  %5.2fx %5.2fx  %-9s %.2e", S.name, S.m,
                    S.k, n, t0, t1, t2, fl / t0 / 1e9, fl / t1 / 1e9, fl / t2 / 1e9, t0 / t1, t0 / t2,
                    same ? "yes" : "NO", am > 0 ? dm / am : dm);
+            if (wg) {
+                double tw[2], rel[2];
+                for (int b = 0; b < 2; b++) {
+                    CK(cudaMemsetAsync(y0, 0xFF, (size_t)n * S.m * 4, st)); /* NaN until written */
+                    tw[b] = launch_median_ms(st, [&] {
+                        CK(mtplx_cuda_gemm_bf16(st, MTPLX_TYPE_BF16, MTPLX_CUDA_W_BF16_TILED, W, (size_t)S.k * 2, S.m,
+                                                S.k, x, n, y0, NULL, &sp, xb, xb_bytes, 128 * (b + 1)));
+                    }, 20, 3);
+                    CK(cudaStreamSynchronize(st));
+                    CK(cudaMemcpy(a.data(), y0, a.size() * 4, cudaMemcpyDeviceToHost));
+                    double d = 0, mx = 0;
+                    for (size_t i = 0; i < a.size(); i++) {
+                        const double e = fabs((double)a[i] - (double)c[i]);
+                        if (!(e <= d)) d = std::isnan(e) ? INFINITY : e; /* a NaN: never written */
+                        mx = std::max(mx, (double)fabsf(c[i]));
+                    }
+                    rel[b] = mx > 0 ? d / mx : d;
+                }
+                printf("  %8.4f %8.4f %8.1f %8.1f  %9.2e %9.2e", tw[0], tw[1], fl / tw[0] / 1e9, fl / tw[1] / 1e9,
+                       rel[0], rel[1]);
+            }
+            printf("\n");
+            fflush(stdout);
         }
         cudaFree(raw), cudaFree(W), cudaFree(x), cudaFree(xb), cudaFree(y0), cudaFree(y1), cudaFree(y2);
     }

@@ -6,6 +6,8 @@
 set -uo pipefail
 . "$(dirname "$0")/cuda_tool_env.sh" # ROOT DEST B NVCC F
 for f in kernels mmv mmv_tc mmv_i8 gemm_bf16; do "$NVCC" $F -c "$ROOT/src/cuda/$f.cu" -o "$B/$f.o" & done
+# gemm_wgmma.cu for sm_90a alone, as CMake builds it
+"$NVCC" ${F/-arch=sm_90/--generate-code=arch=compute_90a,code=sm_90a} -DMTPLX_SM90A -c "$ROOT/src/cuda/gemm_wgmma.cu" -o "$B/gemm_wgmma.o" &
 "$NVCC" $F -c "$ROOT/tools/cuda_gemm_bench.cu" -o "$B/bench.o" &
 wait
 "$NVCC" -arch=sm_90 "$B"/*.o -o "$B/cuda_gemm_bench" || exit 1

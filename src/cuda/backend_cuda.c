@@ -433,7 +433,7 @@ static bool matmul_pipelined(cuda_backend *c, const mtplx_weight *w, int layout,
         return false;
     CK(mtplx_cuda_gemm_bf16(c->stream, w->type, layout, W, rb, w->m, w->k, x, n, y, b,
                             c->paths.tc_split ? &c->split : NULL, c->paths.gemm_xb ? c->gemm_xb : NULL,
-                            c->gemm_xb_bytes),
+                            c->gemm_xb_bytes, c->paths.gemm_wgmma),
        "matmul (pipelined GEMM)");
     return true;
 }
@@ -869,6 +869,10 @@ mtplx_cuda_paths mtplx_cuda_get_paths(const mtplx_backend *be) {
     return ((const cuda_backend *)be)->paths;
 }
 
+bool mtplx_cuda_wgmma_ready(void) {
+    return mtplx_cuda_gemm_wgmma_ok(MTPLX_TYPE_BF16, MTPLX_CUDA_W_BF16_TILED, 64);
+}
+
 void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p) {
     cuda_backend *c = (cuda_backend *)be;
     /* Q8_0's packing follows the kernel (takes_i8), BF16's tiling the mma path */
@@ -894,6 +898,16 @@ static bool env_is_0(const char *name) {
 static bool env_is_1(const char *name) {
     const char *v = getenv(name);
     return v && strcmp(v, "1") == 0;
+}
+
+/* MTPLX_CUDA_GEMM_WGMMA: 128 or 256 (weight rows a block), else 0 (off) */
+static int gemm_wgmma_env(void) {
+    const char *v = getenv("MTPLX_CUDA_GEMM_WGMMA");
+    if (!v || !*v || strcmp(v, "0") == 0) return 0;
+    if (strcmp(v, "128") == 0) return 128;
+    if (strcmp(v, "256") == 0) return 256;
+    mtplx_log(MTPLX_LOG_WARN, "MTPLX_CUDA_GEMM_WGMMA=%s: expected 0, 128 or 256; using 0 (off)", v);
+    return 0;
 }
 
 /* MTPLX_CUDA_ATTN_GROUP: 0 never, N >= 1 from N positions on (1: every
@@ -928,6 +942,7 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .gemm_bf16 = !env_is_0("MTPLX_CUDA_GEMM_BF16"),
                           .gemm_q8 = !env_is_0("MTPLX_CUDA_GEMM_Q8"),
                           .gemm_xb = !env_is_0("MTPLX_CUDA_GEMM_XB"),
+                          .gemm_wgmma = gemm_wgmma_env(),
                           .flash_mma = !env_is_0("MTPLX_CUDA_FLASH_MMA"),
                           .attn_group_from = attn_group_from_env(),
                           .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};
@@ -1123,6 +1138,7 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     c->attn.slots = 4 * c->attn.per_sm * c->split.n_sm;
     if (e == cudaSuccess) e = mtplx_cuda_attention_init();
     if (e == cudaSuccess) e = mtplx_cuda_gemm_bf16_init();
+    if (e == cudaSuccess) e = mtplx_cuda_gemm_wgmma_init();
     const char *ach = getenv("MTPLX_CUDA_ATTN_CHUNK");
     c->attn.chunk = ach && atoi(ach) >= 32 ? atoi(ach) : 64;
     const char *at = getenv("MTPLX_CUDA_ATTN_TILE"); /* (measurements) */

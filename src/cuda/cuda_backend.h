@@ -97,6 +97,10 @@ typedef struct mtplx_cuda_paths {
      * it as bf16 instead of staging f32 (on unless MTPLX_CUDA_GEMM_XB=0;
      * the same bits, 1.2-1.4x faster at 8B: section 39) */
     bool gemm_bf16, gemm_q8, gemm_xb;
+    /* that GEMM's BF16 cases (x in bf16) on Hopper's wgmma (gemm_wgmma.cu)
+     * with blocks of this many weight rows, 128 or 256; 0 (the default,
+     * not yet run on a GPU): never (MTPLX_CUDA_GEMM_WGMMA=128 / 256) */
+    int gemm_wgmma;
     /* a prefill's attention (flash) on tensor cores for an F16 cache with
      * head_dim 64 or 128 (attention.cu's fa_mma_kernel; MTPLX_CUDA_FLASH_MMA=0:
      * fa_kernel's f32 loops, as other shapes) */
@@ -117,6 +121,9 @@ typedef struct mtplx_cuda_paths {
 #define MTPLX_CUDA_TC_MIN_ROWS 33
 mtplx_cuda_paths mtplx_cuda_get_paths(const mtplx_backend *be);
 void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p);
+/* Whether paths.gemm_wgmma can take effect: gemm_wgmma.cu built for
+ * sm_90a and the GPU of compute capability 9.0. */
+bool mtplx_cuda_wgmma_ready(void);
 /* Free and total bytes of GPU `device` (cudaMemGetInfo). */
 mtplx_status mtplx_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes);
 

@@ -133,7 +133,17 @@ bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x);
 cudaError_t mtplx_cuda_gemm_bf16_init(void);
 cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const void *W, size_t row_bytes,
                                  int64_t m, int64_t k, const float *x, int64_t n, float *y, const float *bias,
-                                 const mtplx_cuda_tc_split *split, void *xb, size_t xb_bytes);
+                                 const mtplx_cuda_tc_split *split, void *xb, size_t xb_bytes, int wgmma);
+/* The same GEMM on Hopper's warpgroup tensor cores (gemm_wgmma.cu), for
+ * BF16 tiled weights with x already in bf16 (xb: n rows of k, 16-byte
+ * aligned), k % 64 == 0, on a compute capability 9.0 GPU with the file
+ * built for sm_90a (mtplx_cuda_gemm_wgmma_ok). bn: weight rows a block,
+ * 128 or 256. mtplx_cuda_gemm_bf16 hands its BF16 GEMMs here with wgmma =
+ * that bn where this says yes (0: never). Init once per device. */
+bool mtplx_cuda_gemm_wgmma_ok(int type, int layout, int64_t k);
+cudaError_t mtplx_cuda_gemm_wgmma_init(void);
+cudaError_t mtplx_cuda_gemm_wgmma(cudaStream_t s, const void *W, int64_t m, int64_t k, const void *xb, int64_t n,
+                                  float *y, const float *bias, const mtplx_cuda_tc_split *split, int bn);
 /* ---- the small-n GEMV (mmv, kernels.cu): n <= MTPLX_CUDA_MMV_ROWS rows of
  * x against up to three weights of one type and one k, in one launch. Each
  * warp takes a few weight rows and reads x once for all of them, with 16-byte

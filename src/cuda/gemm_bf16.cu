@@ -340,7 +340,7 @@ bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x) {
 
 cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const void *W, size_t rb, int64_t m,
                                  int64_t k, const float *x, int64_t n, float *y, const float *bias,
-                                 const mtplx_cuda_tc_split *sp, void *xb, size_t xb_bytes) {
+                                 const mtplx_cuda_tc_split *sp, void *xb, size_t xb_bytes, int wgmma) {
     if (!mtplx_cuda_gemm_bf16_ok(type, layout, k, x) || ((uintptr_t)W & 15) || rb % 16) return cudaErrorInvalidValue;
     if (n <= 0 || m <= 0) return cudaSuccess;
     const bool use_xb = xb && ((uintptr_t)xb & 15) == 0 && (size_t)n * (size_t)k * 2 <= xb_bytes;
@@ -350,6 +350,8 @@ cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const voi
         x_bf16_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, s>>>(x, (uint4 *)xb, n8);
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return e;
+        if (wgmma && mtplx_cuda_gemm_wgmma_ok(type, layout, k))
+            return mtplx_cuda_gemm_wgmma(s, W, m, k, xb, n, y, bias, sp, wgmma);
     }
     const int64_t gx = (m + GB_BN - 1) / GB_BN, gy = (n + GB_BM - 1) / GB_BM;
     int64_t kchunk; /* split-k as tc_mm_kernel's, runs of at least four 32-element steps */

@@ -65,6 +65,7 @@ mtplx_cuda_paths mtplx_cuda_get_paths(const mtplx_backend *be) {
     return (mtplx_cuda_paths){.tc = false};
 }
 void mtplx_cuda_set_paths(mtplx_backend *be, mtplx_cuda_paths p) { (void)be, (void)p; }
+bool mtplx_cuda_wgmma_ready(void) { return false; }
 mtplx_status mtplx_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes) {
     *free_bytes = *total_bytes = 0;
     return mtplx_fail(MTPLX_ERR_UNSUPPORTED, "cuda: device %d: this build has no CUDA backend", device);
