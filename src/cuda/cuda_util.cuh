@@ -114,6 +114,22 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
+/* The prefill GEMMs' store of two neighbouring results, y[i][r] and
+ * y[i][r + 1] of y[n][m] (those below m): with split-k (part) into this
+ * block's slice of the partial sums (blockIdx.z), else into y plus bias. */
+__device__ __forceinline__ void gemm_store2(float *y, float *part, const float *bias, int64_t n, int64_t m,
+                                            int64_t i, int64_t r, float v0, float v1) {
+    if (part) {
+        float *o = part + ((size_t)blockIdx.z * n + i) * m + r;
+        if (r < m) o[0] = v0;
+        if (r + 1 < m) o[1] = v1;
+    } else {
+        float *o = y + (size_t)i * m + r;
+        if (r < m) o[0] = v0 + (bias ? bias[r] : 0.f);
+        if (r + 1 < m) o[1] = v1 + (bias ? bias[r + 1] : 0.f);
+    }
+}
+
 /* ldmatrix of four 8 x 8 b16 matrices (each lane gives one row's address,
  * shared), plain or transposed */
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t a) {

@@ -271,17 +271,7 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
             if (i >= n) continue;
 #pragma unroll
             for (int nj = 0; nj < 4; nj++) {
-                const int64_t r = r0 + wn + 8 * nj + 2 * t;
-                const float v0 = acc[mi][nj][2 * h], v1 = acc[mi][nj][2 * h + 1];
-                if (part) {
-                    float *o = part + ((size_t)blockIdx.z * n + i) * m + r;
-                    if (r < m) o[0] = v0;
-                    if (r + 1 < m) o[1] = v1;
-                } else {
-                    float *o = y + (size_t)i * m + r;
-                    if (r < m) o[0] = v0 + (bias ? bias[r] : 0.f);
-                    if (r + 1 < m) o[1] = v1 + (bias ? bias[r + 1] : 0.f);
-                }
+                gemm_store2(y, part, bias, n, m, i, r0 + wn + 8 * nj + 2 * t, acc[mi][nj][2 * h], acc[mi][nj][2 * h + 1]);
             }
         }
 }

@@ -196,16 +196,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 #pragma unroll
             for (int j = 0; j < 16; j++) {
                 const int64_t r = r0 + 128 * h + 8 * j + 2 * (lane & 3);
-                const float v0 = acc[h][4 * j + 2 * q], v1 = acc[h][4 * j + 2 * q + 1];
-                if (part) {
-                    float *o = part + ((size_t)blockIdx.z * n + i) * m + r;
-                    if (r < m) o[0] = v0;
-                    if (r + 1 < m) o[1] = v1;
-                } else {
-                    float *o = y + (size_t)i * m + r;
-                    if (r < m) o[0] = v0 + (bias ? bias[r] : 0.f);
-                    if (r + 1 < m) o[1] = v1 + (bias ? bias[r + 1] : 0.f);
-                }
+                gemm_store2(y, part, bias, n, m, i, r, acc[h][4 * j + 2 * q], acc[h][4 * j + 2 * q + 1]);
             }
     }
 #else
