@@ -91,10 +91,6 @@ namespace {
 #ifndef MTPLX_I8_U_Q4K_2
 #define MTPLX_I8_U_Q4K_2 2
 #endif
-/* blocks an SM the compiler must leave registers for (0: no bound) */
-#ifndef MTPLX_I8_MINB
-#define MTPLX_I8_MINB 0
-#endif
 constexpr int I8_WARPS = MTPLX_I8_WARPS; /* the k split: fixed, since it sets the sum order */
 constexpr int XC = 128;                  /* x chunk: elements sharing one scale */
 constexpr int NP = 3;                    /* int8 pieces of each x value */
@@ -275,7 +271,7 @@ __device__ __forceinline__ void q4k_half_scales(const uint4 &hd, int h, uint32_t
 /* U: k steps whose weights and x are all loaded before any is multiplied
  * (a multiple of RUN). NT: n-tiles of 8 B columns (ceil(3 n / 8)). */
 template <int T, int MT, int NT, int U>
-__global__ void __launch_bounds__(I8_WARPS * 32, MTPLX_I8_MINB)
+__global__ void __launch_bounds__(I8_WARPS * 32)
     mmv_i8_kernel(mtplx_cuda_mmv_job job, int64_t k, int64_t rb, int64_t n) {
     constexpr int KS = kstep<T>(), RUN = run_steps<T>();
     static_assert(U % RUN == 0, "a batch is whole runs");
