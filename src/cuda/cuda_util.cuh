@@ -51,9 +51,10 @@ HD uint16_t ld16(const uint8_t *p) { return *(const uint16_t *)p; }
 
 /* Where row r of a weight in a 16-row tiled layout (mtplx_cuda_tile_bf16's)
  * starts its first k step: its tile (16 rb bytes, rb the row's bytes), its
- * half of the tile (512) and its place in the half (64 bytes a row). The
- * GEMV (mmv_tile.cuh's tile_rows) and the prefill GEMM (kernels.cu's
- * tiled_group) read the layout through it. */
+ * half of the tile (512) and its place in the half (64 bytes a row); each
+ * later k step of 32 is 1 KB further. The GEMV (mmv_tile.cuh's tile_rows)
+ * and the prefill GEMMs (kernels.cu's tiled_group, gemm_bf16.cu's and
+ * gemm_wgmma.cu's loaders) read the layout through it. */
 HD int64_t tiled_row_off(int64_t r, int64_t rb) {
     return (r >> 4) * 16 * rb + ((r >> 3) & 1) * 512 + (r & 7) * 64;
 }

@@ -28,9 +28,9 @@
  * so test_cuda's emulation of it checks both; only the order of the f32
  * sums differs. Split-k (kchunk, part) as tc_mm_kernel's: a run of k steps
  * a blockIdx.z, partials summed in a fixed order by tc_reduce_kernel.
- * H200 (tools/cuda_gemm_bench.sh, bench/RESULTS.md section 37): 8B BF16
- * matrices at 172-224 TFLOP/s from 512 rows on, against 34-49, with x
- * staged in f32. */
+ * H200 (tools/cuda_gemm_bench.sh, bench/RESULTS.md sections 37, 39): 8B
+ * BF16 matrices at 195-320 TFLOP/s from 512 rows on with x staged in bf16,
+ * 150-220 in f32, against 34-49 on tc_mm_kernel. */
 
 #define _Noreturn [[noreturn]]
 extern "C" {
@@ -118,12 +118,9 @@ __device__ __forceinline__ void gb_load(uint32_t sbase, int st, const uint8_t *_
     if constexpr (WL == WL_BF16) {
 #pragma unroll
         for (int h = 0; h < 2; h++) { /* 8 tiles x 16 rows x 4 chunks of 8 bf16 */
-            const int p = tid + GB_THREADS * h, t = p >> 6, row = (p >> 2) & 15, c = p & 3;
-            const int64_t tile = r0 / 16 + t;
-            const bool ok = tile < m_tiles;
-            const uint8_t *src = W + (size_t)(ok ? tile : 0) * 16 * (size_t)(2 * k) + ks * 1024 + row * 64 + c * 16;
-            const int r = 16 * t + row;
-            cp_async16z(ws + gb_swz(r, c), src, ok);
+            const int p = tid + GB_THREADS * h, t = p >> 6, r = 16 * t + ((p >> 2) & 15), c = p & 3;
+            const bool ok = r0 / 16 + t < m_tiles;
+            cp_async16z(ws + gb_swz(r, c), W + tiled_row_off(ok ? r0 + r : 0, 2 * k) + ks * 1024 + c * 16, ok);
         }
     } else if constexpr (WL == WL_Q4K) { /* 128 rows x (2 chunks of qs, the header); m_tiles is m */
         const int row = tid >> 1, c = tid & 1;

@@ -116,12 +116,10 @@ __device__ __forceinline__ void wg_load(uint32_t xs, const uint8_t *__restrict__
     }
 #pragma unroll
     for (int h = 0; h < BN / 32; h++) { /* BN / 16 tiles x 2 k halves x 16 rows x 4 chunks */
-        const int p = tid + WG_THREADS * h, t = p >> 7, half = (p >> 6) & 1, rr = (p >> 2) & 15, cc = p & 3;
-        const int64_t tile = r0 / 16 + t;
-        const bool ok = tile < m_tiles;
-        const uint8_t *src =
-            W + (size_t)(ok ? tile : 0) * 16 * (size_t)(2 * k) + (size_t)(2 * kb + half) * 1024 + rr * 64 + cc * 16;
-        cp_async16z(ws + wg_swz(16 * t + rr, 4 * half + cc), src, ok);
+        const int p = tid + WG_THREADS * h, t = p >> 7, half = (p >> 6) & 1, r = 16 * t + ((p >> 2) & 15), cc = p & 3;
+        const bool ok = r0 / 16 + t < m_tiles;
+        const uint8_t *src = W + tiled_row_off(ok ? r0 + r : 0, 2 * k) + (2 * kb + half) * 1024 + cc * 16;
+        cp_async16z(ws + wg_swz(r, 4 * half + cc), src, ok);
     }
 }
 
