@@ -14,7 +14,7 @@
 #       LLAMA_BENCH=<that path> tools/cuda_bench.sh ... adds a llama.cpp row
 #       (prefill and decode tokens/s) under each model's mtplx rows.
 #
-# Written without a GPU at hand: not yet run (bench/RESULTS.md section 37).
+# Ran on an H200 (bench/RESULTS.md section 38: the build takes about 310 s there).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 VERSION="3.22.1" # bench/llama_cpp.sh's
