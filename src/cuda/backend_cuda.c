@@ -404,7 +404,8 @@ static mtplx_cuda_mmv_job mmv_job1(cuda_backend *c, int mode, const mtplx_weight
                                 .y = {y},
                                 .m = {w->m},
                                 .mma = c->paths.mma, .mma_q4k = c->paths.mma_q4k,
-                                .xq = c->xq, .tiled = tiles_bf16(c, w)};
+                                .xq = c->xq, .xq_pieces = c->paths.i8_pieces,
+                                .tiled = tiles_bf16(c, w)};
 }
 
 /* Tensor cores for a prefill's many rows (header comment); the GEMV for the
@@ -522,7 +523,8 @@ static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const
     for (int i = 1; i < nw; i++)
         if (!same_kind(w[i], w[0])) return false;
     mtplx_cuda_mmv_job j = {.nseg = nw, .mode = MTPLX_MMV_STORE, .mma = c->paths.mma,
-                            .mma_q4k = c->paths.mma_q4k, .xq = c->xq, .tiled = tiles_bf16(c, w[0])};
+                            .mma_q4k = c->paths.mma_q4k, .xq = c->xq,
+                            .xq_pieces = c->paths.i8_pieces, .tiled = tiles_bf16(c, w[0])};
     for (int i = 0; i < nw; i++) {
         j.w[i] = mmv_weight(c, w[i]);
         j.bias[i] = param(c, bias[i], (size_t)w[i]->m * sizeof(float));
@@ -900,13 +902,25 @@ static bool env_is_1(const char *name) {
     return v && strcmp(v, "1") == 0;
 }
 
-/* MTPLX_CUDA_GEMM_WGMMA: 128 or 256 (weight rows a block), else 0 (off) */
+/* MTPLX_CUDA_GEMM_WGMMA: 128 or 256 (weight rows a block), 0 (off);
+ * unset, 128 (bench/RESULTS.md section 40) */
 static int gemm_wgmma_env(void) {
     const char *v = getenv("MTPLX_CUDA_GEMM_WGMMA");
-    if (!v || !*v || strcmp(v, "0") == 0) return 0;
+    if (!v || !*v) return 128;
+    if (strcmp(v, "0") == 0) return 0;
     if (strcmp(v, "128") == 0) return 128;
     if (strcmp(v, "256") == 0) return 256;
-    mtplx_log(MTPLX_LOG_WARN, "MTPLX_CUDA_GEMM_WGMMA=%s: expected 0, 128 or 256; using 0 (off)", v);
+    mtplx_log(MTPLX_LOG_WARN, "MTPLX_CUDA_GEMM_WGMMA=%s: expected 0, 128 or 256; using 128", v);
+    return 128;
+}
+
+/* MTPLX_CUDA_I8_PIECES: 2 or 3; unset, 0 (mmv_i8.cu's default, 2) */
+static int i8_pieces_env(void) {
+    const char *v = getenv("MTPLX_CUDA_I8_PIECES");
+    if (!v || !*v) return 0;
+    if (strcmp(v, "2") == 0) return 2;
+    if (strcmp(v, "3") == 0) return 3;
+    mtplx_log(MTPLX_LOG_WARN, "MTPLX_CUDA_I8_PIECES=%s: expected 2 or 3; using the default (2)", v);
     return 0;
 }
 
@@ -943,6 +957,7 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .gemm_q8 = !env_is_0("MTPLX_CUDA_GEMM_Q8"),
                           .gemm_xb = !env_is_0("MTPLX_CUDA_GEMM_XB"),
                           .gemm_wgmma = gemm_wgmma_env(),
+                          .i8_pieces = i8_pieces_env(),
                           .flash_mma = !env_is_0("MTPLX_CUDA_FLASH_MMA"),
                           .attn_group_from = attn_group_from_env(),
                           .tc_min_rows = MTPLX_CUDA_TC_MIN_ROWS};
@@ -1042,13 +1057,17 @@ static void cu_free(mtplx_backend *be) {
     mtplx_log(MTPLX_LOG_INFO,
               "cuda: %.1f MB of weights; CUDA graphs %s: %lld captured, %lld forwards replayed, "
               "%lld plain, %lld failed captures; mmv %s%s, fusions %s%s; prefill: tensor "
-              "cores %s%s, flash attention %s",
+              "cores %s%s%s, flash attention %s",
               (double)c->param_bytes / 1e6, c->graphs ? "on" : "off", (long long)c->gstats.captured,
               (long long)c->gstats.replayed, (long long)c->gstats.plain, (long long)c->gstats.failed,
               c->mmv ? "on" : "off", c->mmv && c->paths.mma ? (c->paths.mma_q4k ? " (tensor cores for BF16, Q8_0, Q4_K)" : c->xq ? " (tensor cores for BF16; int8 ones for Q8_0, Q4_K)" : " (tensor cores for BF16, Q8_0)") : "",
               c->fuse ? "on" : "off", c->fuse_norm == FUSE_NORM_ALL ? " (norms too)" : c->fuse_norm == FUSE_NORM_I8 ? " (norms too, int8 paths)" : "",
               c->paths.tc ? (c->paths.tc_f32 ? "on (F32 too)" : "on") : "off",
               c->paths.tc && !c->paths.tc_split ? " without split-k" : "",
+              c->paths.tc && c->paths.gemm_bf16 && c->paths.gemm_xb && c->paths.gemm_wgmma &&
+                      mtplx_cuda_wgmma_ready()
+                  ? " (BF16 on wgmma)"
+                  : "",
               c->paths.flash ? "on" : "off");
     mtplx_cuda_forget_params(be);
     release(c);

@@ -97,10 +97,15 @@ typedef struct mtplx_cuda_paths {
      * it as bf16 instead of staging f32 (on unless MTPLX_CUDA_GEMM_XB=0;
      * the same bits, 1.2-1.4x faster at 8B: section 39) */
     bool gemm_bf16, gemm_q8, gemm_xb;
-    /* that GEMM's BF16 cases (x in bf16) on Hopper's wgmma (gemm_wgmma.cu)
-     * with blocks of this many weight rows, 128 or 256; 0 (the default,
-     * not yet run on a GPU): never (MTPLX_CUDA_GEMM_WGMMA=128 / 256) */
+    /* that GEMM's BF16 cases (x in bf16) on Hopper's wgmma (gemm_wgmma.cu,
+     * where built for sm_90a and on a compute capability 9.0 GPU) with
+     * blocks of this many weight rows: 128 (the default: 8B prefill 1.23x
+     * the mma.sync kernel's, bench/RESULTS.md section 40) or 256; 0: never
+     * (MTPLX_CUDA_GEMM_WGMMA=0 / 128 / 256) */
     int gemm_wgmma;
+    /* mmv_i8.cu's int8 pieces of each x value: 2 or 3 (0: its default, 2;
+     * MTPLX_CUDA_I8_PIECES) */
+    int i8_pieces;
     /* a prefill's attention (flash) on tensor cores for an F16 cache with
      * head_dim 64 or 128 (attention.cu's fa_mma_kernel; MTPLX_CUDA_FLASH_MMA=0:
      * fa_kernel's f32 loops, as other shapes) */

@@ -177,6 +177,8 @@ typedef struct mtplx_cuda_mmv_job {
      * mtplx_cuda_mmv_i8_scratch() bytes for x in integer pieces, used by one
      * launch pair at a time (the backend's one stream); NULL: not used */
     void *xq;
+    /* int8 pieces of each x value there: 2 or 3 (0: mmv_i8.cu's default, 2) */
+    int xq_pieces;
     /* programmatic dependent launch (sm_90; elsewhere ignored: cuda_util.cuh's
      * launch_k): mmv_tc.cu's GEMV, and mmv_i8.cu's x kernel and GEMV, each
      * launched as a dependent of the kernel before it, so that the GEMV

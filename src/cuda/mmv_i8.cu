@@ -13,14 +13,20 @@
  * after one mask (and a shift for the high ones). x is made integer once
  * per matmul, by a small kernel before the GEMV (xq_kernel):
  *   each x row, split in chunks of XC = 128 elements, gets a scale
- *   s = max|x| / 127 per chunk and three int8 pieces per element,
- *   x = s (p0 + p1 / 254 + p2 / 254^2) to about 2^-24 of the chunk's max
+ *   s = max|x| / 127 per chunk and NP int8 pieces per element (NP = 2 by
+ *   default, 3 with MTPLX_CUDA_I8_PIECES=3),
+ *   x = s (p0 + p1 / 254 [+ p2 / 254^2])
  *   (p0 = rint(x / s), each next piece rounds 254 times the remainder),
- * so the integer products are exact and x keeps f32's accuracy (test_cuda's
- * tolerance against exact products, 2e-5 of max |y|, is the same as for
- * the f32 GEMV). This is not "int8 activations": nothing is rounded to 8
- * bits. The three pieces of x row i are the mma's B columns 3i, 3i+1, 3i+2,
- * so one mma serves n <= 2 rows (n = 8 takes three).
+ * so the integer products are exact and x is off by at most 2^-16 of its
+ * chunk's max with two pieces, 2^-24 (f32's accuracy) with three. Two are
+ * 256 times finer than the 8-bit x of the CPU's (and llama.cpp's) Q8_0 /
+ * Q4_K dot products, and far below the weights' own rounding; test_cuda's
+ * tolerance against exact products is 1e-4 of max |y| with two, 2e-5 (the
+ * f32 GEMV's) with three. This is not "int8 activations": nothing is
+ * rounded to 8 bits. The pieces of x row i are the mma's B columns NP i ..
+ * NP i + NP - 1, so one mma serves n <= 4 rows with two pieces (a 4-row
+ * verify step costs what a decode step does: bench/RESULTS.md section 40),
+ * n <= 2 with three.
  *   A k step is 64 elements: two Q8_0 blocks, or two Q4_K sub-blocks (2c
  * and 2c + 1 share their bytes' nibbles); an mma each.
  *   Q8_0: each block's int32 result times its scale (f32) is summed per x
@@ -50,7 +56,7 @@
  *
  * Determinism: a row's result depends on its weights, its x row and k
  * alone: the pieces of x row i are the same whatever n, its B columns are
- * fixed (3i..3i+2), integer sums are exact, and every f32 sum has a fixed
+ * fixed (NP i ..), integer sums are exact, and every f32 sum has a fixed
  * order. So decode and verify rows agree bit for bit (greedy MTP == AR) and
  * the fused modes equal the plain ones. Needs sm_80 or newer (s8 mma). */
 
@@ -93,12 +99,17 @@ namespace {
 #endif
 constexpr int I8_WARPS = MTPLX_I8_WARPS; /* the k split: fixed, since it sets the sum order */
 constexpr int XC = 128;                  /* x chunk: elements sharing one scale */
-constexpr int NP = 3;                    /* int8 pieces of each x value */
-constexpr int XCOLS = NP * MTPLX_CUDA_MMV_ROWS; /* B columns at most (48) */
+/* int8 pieces of each x value: 2 or 3 (job.xq_pieces; 0: MTPLX_I8_PIECES,
+ * bench/RESULTS.md section 40) */
+#ifndef MTPLX_I8_PIECES
+#define MTPLX_I8_PIECES 2
+#endif
+constexpr int NPMAX = 3;
+constexpr int XCOLS = NPMAX * MTPLX_CUDA_MMV_ROWS; /* B columns at most (48) */
 constexpr float PB = 254.0f;                    /* piece base */
 
 /* The scratch at job.xq, for x [n][k] (n <= 16, k <= MTPLX_CUDA_I8_KMAX):
- *   q  int8  [XCOLS][k]           piece p of x row i in row 3i + p
+ *   q  int8  [XCOLS][k]           piece p of x row i in row NP i + p
  *   s  float [nchunk][XCOLS]      that piece's scale in chunk c: s / 254^p
  *   z  int32 [nchunk][XCOLS][4]   Q4_K: the sum of the pieces over each
  *                                 32-element sub-block of the chunk */
@@ -131,6 +142,7 @@ size_t xq_bytes(int64_t k) {
  * the f32 GEMV's fused norm). */
 constexpr int XQ_WARPS = 4;
 
+template <int NP>
 __global__ void __launch_bounds__(XQ_WARPS * 32)
     xq_kernel(const float *__restrict__ x, int64_t k, const float *__restrict__ norm, float eps,
               void *out) {
@@ -176,16 +188,16 @@ __global__ void __launch_bounds__(XQ_WARPS * 32)
     /* (below 1e-35 the reciprocal would overflow: such a chunk counts as zeros) */
     const bool live = mx >= 1e-35f;
     const float s = live ? mx / 127.0f : 0.f, inv = live ? 127.0f / mx : 0.f;
-    uint32_t w[NP] = {0, 0, 0};
-    int z[NP] = {0, 0, 0};
+    uint32_t w[NP] = {};
+    int z[NP] = {};
 #pragma unroll
     for (int j = 0; j < 4; j++) {
         float t = a[j] * inv;
         float p0 = rintf(t);
         float u = (t - p0) * PB;
         float p1 = rintf(u);
-        float p2 = rintf((u - p1) * PB);
-        int pi[NP] = {(int)p0, (int)p1, (int)p2};
+        float p2 = NP == 3 ? rintf((u - p1) * PB) : 0.f;
+        const int pi[NPMAX] = {(int)p0, (int)p1, (int)p2};
 #pragma unroll
         for (int p = 0; p < NP; p++) {
             w[p] |= ((uint32_t)pi[p] & 0xFFu) << (8 * j);
@@ -269,8 +281,8 @@ __device__ __forceinline__ void q4k_half_scales(const uint4 &hd, int h, uint32_t
 }
 
 /* U: k steps whose weights and x are all loaded before any is multiplied
- * (a multiple of RUN). NT: n-tiles of 8 B columns (ceil(3 n / 8)). */
-template <int T, int MT, int NT, int U>
+ * (a multiple of RUN). NT: n-tiles of 8 B columns (ceil(NP n / 8)). */
+template <int T, int MT, int NT, int U, int NP>
 __global__ void __launch_bounds__(I8_WARPS * 32)
     mmv_i8_kernel(mtplx_cuda_mmv_job job, int64_t k, int64_t rb, int64_t n) {
     constexpr int KS = kstep<T>(), RUN = run_steps<T>();
@@ -283,7 +295,7 @@ __global__ void __launch_bounds__(I8_WARPS * 32)
 
     const uint8_t *rlo[MT], *rhi[MT];
     tile_rows<MT>(job, blk, g, rb, rlo, rhi);
-    /* this lane's B column in each n-tile; none past 3 n (zeros, dropped) */
+    /* this lane's B column in each n-tile; none past NP n (zeros, dropped) */
     const int8_t *xc[NT];
     bool xlive[NT];
 #pragma unroll
@@ -472,16 +484,17 @@ __global__ void __launch_bounds__(I8_WARPS * 32)
     partials_to_shared(red, acc, warp, g, q);
     __syncthreads();
 
-    /* the epilogue: one thread per (x row, row slot); a row's three piece
-     * columns summed small to large, then the warps in order (store_result:
-     * the store by mode) */
+    /* the epilogue: one thread per (x row, row slot); a row's piece columns
+     * summed small to large, then the warps in order (store_result: the
+     * store by mode) */
     const bool swiglu = job.mode == MTPLX_MMV_SWIGLU;
     const int slots = swiglu ? 8 * MT : 16 * MT;
     auto total = [&](int r, int i) {
         float v = 0.f;
 #pragma unroll
         for (int ww = 0; ww < I8_WARPS; ww++)
-            v += (red[ww][r][NP * i + 2] + red[ww][r][NP * i + 1]) + red[ww][r][NP * i];
+            v += NP == 3 ? (red[ww][r][NP * i + 2] + red[ww][r][NP * i + 1]) + red[ww][r][NP * i]
+                         : red[ww][r][NP * i + 1] + red[ww][r][NP * i];
         return v;
     };
     for (int o = threadIdx.x; o < slots * n; o += I8_WARPS * 32) {
@@ -530,7 +543,7 @@ template <int T, int NT> constexpr int i8_u() {
                                 : (NT == 1 ? MTPLX_I8_U_Q8 : NT == 2 ? MTPLX_I8_U_Q8_2 : 2);
 }
 
-template <int T, int NT>
+template <int T, int NT, int NP>
 cudaError_t launch_nt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t k, int64_t n) {
     constexpr int MT = NT <= 2 ? MTPLX_I8_MT : 1; /* shared memory: red[][16 MT][8 NT] */
     bool swiglu = job->mode == MTPLX_MMV_SWIGLU;
@@ -539,19 +552,26 @@ cudaError_t launch_nt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t k,
     unsigned grid = (unsigned)((slots + per_block - 1) / per_block);
     int64_t rb = T == MTPLX_TYPE_Q4_K ? k / QK_K * (int64_t)sizeof(block_q4_K)
                                       : (int64_t)mtplx_cuda_q8_0_packed_row(k);
-    return launch_k(job->pdl, mmv_i8_kernel<T, MT, NT, i8_u<T, NT>()>, dim3(grid),
+    return launch_k(job->pdl, mmv_i8_kernel<T, MT, NT, i8_u<T, NT>(), NP>, dim3(grid),
                     dim3(I8_WARPS * 32), 0, st, with_trig_start(*job, rb), k, rb, n);
 }
 
 template <int T>
-cudaError_t launch_type(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t k, int64_t n) {
-    switch ((NP * n + 7) / 8) {
-    case 1: return launch_nt<T, 1>(st, job, k, n);
-    case 2: return launch_nt<T, 2>(st, job, k, n);
-    case 3: return launch_nt<T, 3>(st, job, k, n);
-    case 4: return launch_nt<T, 4>(st, job, k, n);
-    case 5: return launch_nt<T, 5>(st, job, k, n);
-    default: return launch_nt<T, 6>(st, job, k, n);
+cudaError_t launch_type(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t k, int64_t n,
+                        int np) {
+    if (np == 2) switch ((2 * n + 7) / 8) {
+        case 1: return launch_nt<T, 1, 2>(st, job, k, n);
+        case 2: return launch_nt<T, 2, 2>(st, job, k, n);
+        case 3: return launch_nt<T, 3, 2>(st, job, k, n);
+        default: return launch_nt<T, 4, 2>(st, job, k, n);
+        }
+    switch ((3 * n + 7) / 8) {
+    case 1: return launch_nt<T, 1, 3>(st, job, k, n);
+    case 2: return launch_nt<T, 2, 3>(st, job, k, n);
+    case 3: return launch_nt<T, 3, 3>(st, job, k, n);
+    case 4: return launch_nt<T, 4, 3>(st, job, k, n);
+    case 5: return launch_nt<T, 5, 3>(st, job, k, n);
+    default: return launch_nt<T, 6, 3>(st, job, k, n);
     }
 }
 
@@ -586,14 +606,15 @@ cudaError_t mtplx_cuda_repack_q8_0_i8(cudaStream_t s, const void *raw, void *out
 
 cudaError_t mtplx_cuda_mmv_i8(cudaStream_t s, int type, const mtplx_cuda_mmv_job *job, int64_t k,
                               const float *x, int64_t n) {
-    if (n < 1 || n > MTPLX_CUDA_MMV_ROWS) return cudaErrorInvalidValue;
+    const int np = job->xq_pieces ? job->xq_pieces : MTPLX_I8_PIECES;
+    if (n < 1 || n > MTPLX_CUDA_MMV_ROWS || (np != 2 && np != 3)) return cudaErrorInvalidValue;
     dim3 g((unsigned)((nchunk(k) + XQ_WARPS - 1) / XQ_WARPS), (unsigned)n);
-    cudaError_t e = launch_k(job->pdl, xq_kernel, g, dim3(XQ_WARPS * 32), 0, s, x, k,
-                             job->norm, job->eps, job->xq);
+    cudaError_t e = launch_k(job->pdl, np == 2 ? xq_kernel<2> : xq_kernel<3>, g,
+                             dim3(XQ_WARPS * 32), 0, s, x, k, job->norm, job->eps, job->xq);
     if (e != cudaSuccess) return e;
     switch (type) {
-    case MTPLX_TYPE_Q8_0: return launch_type<MTPLX_TYPE_Q8_0>(s, job, k, n);
-    case MTPLX_TYPE_Q4_K: return launch_type<MTPLX_TYPE_Q4_K>(s, job, k, n);
+    case MTPLX_TYPE_Q8_0: return launch_type<MTPLX_TYPE_Q8_0>(s, job, k, n, np);
+    case MTPLX_TYPE_Q4_K: return launch_type<MTPLX_TYPE_Q4_K>(s, job, k, n, np);
     default: return cudaErrorInvalidValue;
     }
 }
