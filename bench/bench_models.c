@@ -334,10 +334,13 @@ static int cmd_run(int argc, char **argv) {
     static const int ns[] = {1, 2, 4, 8};
     double t[4][64];
     if (reps > 64) reps = 64;
+    if (reps < 0) reps = 0;
     for (int r = 0; r < reps; r++)
         for (int i = 0; i < 4; i++) t[i][r] = time_forward(m, be, &kv, &acts, tok + pos, ns[i], pos, true);
-    double med[4];
-    for (int i = 0; i < 4; i++) med[i] = median(t[i], reps);
+    /* --reps 0: no steps (a prefill alone, e.g. under a profiler); their figures print as 0 */
+    double med[4] = {0, 0, 0, 0}, d = 1;
+    for (int i = 0; i < 4 && reps > 0; i++) med[i] = median(t[i], reps);
+    if (med[0] > 0) d = med[0];
     double tp[16];
     if (prefill_reps > 16) prefill_reps = 16;
     for (int r = 0; r < prefill_reps; r++) tp[r] = time_forward(m, be, &kv, &acts, tok, prefill, 0, false);
@@ -350,8 +353,8 @@ static int cmd_run(int argc, char **argv) {
            "\"prefill_n\": %d, \"prefill_tok_s\": %.2f, \"reps\": %d, \"clock\": \"%s\"}\n",
            path, mtplx_type_info(m->tok_embd.type)->name, threads, device, (long long)pos,
            on_gpu ? (graphs ? "true" : "false") : "null", where, tl, wbytes,
-           1e3 * med[0], 1 / med[0], wbytes / med[0] / 1e9, 1e3 * med[1], 1e3 * med[2], 1e3 * med[3],
-           med[1] / med[0], med[2] / med[0], med[3] / med[0], prefill, pf > 0 ? prefill / pf : 0, reps,
+           1e3 * med[0], med[0] > 0 ? 1 / d : 0, med[0] > 0 ? wbytes / d / 1e9 : 0, 1e3 * med[1], 1e3 * med[2],
+           1e3 * med[3], med[1] / d, med[2] / d, med[3] / d, prefill, pf > 0 ? prefill / pf : 0, reps,
            cpu_clock ? "thread-cpu" : "wall");
     free(tok);
     mtplx_acts_free(&acts, be);

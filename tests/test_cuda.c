@@ -168,13 +168,14 @@ static float *tc_emulated(const mtplx_weight *w, const float *x, const float *bi
 /* The int8 GEMV (mmv_i8.cu) carries x in two int8 pieces by default, to
  * 2^-16 of the max of each 128 of its values (three pieces: 2^-24, f32's
  * accuracy), so against exact products its tolerance is 1e-4 of max |y|
- * (2e-5 with MTPLX_CUDA_I8_PIECES=3). Whether a case takes that GEMV: */
-static bool takes_i8(int type, int64_t k, int64_t n, mtplx_cuda_paths p) {
-    return n <= 16 && p.mma && !p.mma_q4k &&
+ * (2e-5 with MTPLX_CUDA_I8_PIECES=3). Whether a case without the
+ * prefill GEMM takes that GEMV (16 rows at a time past 16): */
+static bool takes_i8(int type, int64_t k, mtplx_cuda_paths p) {
+    return p.mma && !p.mma_q4k &&
            ((type == MTPLX_TYPE_Q8_0 && k % 64 == 0) || type == MTPLX_TYPE_Q4_K);
 }
-static double tol_exact(int type, int64_t k, int64_t n, mtplx_cuda_paths p) {
-    return takes_i8(type, k, n, p) ? (p.i8_pieces == 3 ? 2e-5 : 1e-4) : TOL_MM_EXACT;
+static double tol_exact(int type, int64_t k, mtplx_cuda_paths p) {
+    return takes_i8(type, k, p) ? (p.i8_pieces == 3 ? 2e-5 : 1e-4) : TOL_MM_EXACT;
 }
 
 /* the types the decode / verify GEMV runs on tensor cores (mmv_tc.cu) */
@@ -227,10 +228,10 @@ static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool wit
         double e1 = rel_err(y, exf, n * m, 1e-3), e2 = rel_err(y, ycpu, n * m, 1e-3);
         const char *name = mtplx_type_info(type)->name;
         if (!tc) {
-            report(e1 <= tol_exact(type, k, n, saved) && e2 <= tol_mm_cpu(type),
+            report(e1 <= tol_exact(type, k, saved) && e2 <= tol_mm_cpu(type),
                    "matmul %-4s m=%-4lld k=%-5lld n=%-3lld%s  vs exact %.2e (tol %.0e)  vs cpu %.2e (tol %.0e)%s",
                    name, (long long)m, (long long)k, (long long)n, with_bias ? " +bias" : "      ", e1,
-                   tol_exact(type, k, n, saved), e2, tol_mm_cpu(type), n <= 16 && mma_type(type, saved) ? "  (tensor cores)" : "");
+                   tol_exact(type, k, saved), e2, tol_mm_cpu(type), n <= 16 && mma_type(type, saved) ? "  (tensor cores)" : "");
             /* BF16 / Q8_0 / Q4_K at n <= 16 took the tensor-core GEMV: the f32 one too */
             if (n <= 16 && mma_type(type, saved)) {
                 p.mma = false;
@@ -250,17 +251,17 @@ static void test_matmul_case(int type, int64_t m, int64_t k, int64_t n, bool wit
             for (int pc = 2; pc <= 3 && n <= 16 && saved.mma &&
                              (type == MTPLX_TYPE_Q8_0 || type == MTPLX_TYPE_Q4_K);
                  pc++) {
-                if (pc == 3 && !takes_i8(type, k, n, (mtplx_cuda_paths){.mma = true})) break;
+                if (pc == 3 && !takes_i8(type, k, (mtplx_cuda_paths){.mma = true})) break;
                 mtplx_cuda_paths pi = p;
                 pi.mma = true, pi.mma_q4k = false, pi.i8_pieces = pc;
                 mtplx_cuda_set_paths(gpu, pi);
                 gpu->matmul(gpu, &w, bias, xd, n, yd);
                 float *yi = from_dev(yd, (size_t)(n * m));
                 e1 = rel_err(yi, exf, n * m, 1e-3), e2 = rel_err(yi, ycpu, n * m, 1e-3);
-                report(e1 <= tol_exact(type, k, n, pi) && e2 <= tol_mm_cpu(type),
+                report(e1 <= tol_exact(type, k, pi) && e2 <= tol_mm_cpu(type),
                        "matmul %-4s m=%-4lld k=%-5lld n=%-3lld%s  vs exact %.2e (tol %.0e)  vs cpu %.2e (tol %.0e)  (mma_q4k off: %s)",
                        name, (long long)m, (long long)k, (long long)n, with_bias ? " +bias" : "      ", e1,
-                       tol_exact(type, k, n, pi), e2, tol_mm_cpu(type),
+                       tol_exact(type, k, pi), e2, tol_mm_cpu(type),
                        type == MTPLX_TYPE_Q8_0 && k % 64 ? "bf16 tensor cores, k % 64 != 0"
                        : pc == 2                          ? "int8 tensor cores, x in 2 pieces"
                                                           : "int8 tensor cores, x in 3 pieces");

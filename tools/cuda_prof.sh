@@ -2,8 +2,12 @@
 # cuda_prof.sh: a per-kernel time breakdown of a random-weight Qwen3-shape
 # decode step (issue 10), with nsys when the GPU machine has it (ncu if not).
 #
-#   [SIZE=0.6b|1.7b|8b] [TYPE=bf16|q8_0|q4_k] [CLOCK=base|none] tools/cuda_prof.sh
+#   [SIZE=0.6b|1.7b|8b] [TYPE=bf16|q8_0|q4_k] [CLOCK=base|none] [PREFILL=N] tools/cuda_prof.sh
 #   (after tools/cuda_test.sh built build-cuda-gpu/; default 0.6b bf16 base)
+#
+# PREFILL=N profiles a prefill of N tokens instead (one forward of N rows
+# after a 1-token context and the warm step: the summary's last forward),
+# ncu only.
 #
 # CLOCK=none lets ncu run the kernels at the clocks the card picks (what the
 # graph sees) instead of base clocks. ncu also records each kernel's DRAM
@@ -33,10 +37,12 @@ S="$BUILD/scratch-prof"
 mkdir -p "$O" "$S"
 { command -v nsys ncu; ls /usr/local/cuda/bin; ls -d /opt/nvidia/* /usr/local/cuda/nsight* 2>&1; } >"$O/which.txt" 2>&1
 SIZE="${SIZE:-0.6b}" TYPE="${TYPE:-bf16}" CLOCK="${CLOCK:-base}"
+RUN_ARGS="--reps 1 --prefill 0 --prefill-reps 0"
+[ -n "${PREFILL:-}" ] && RUN_ARGS="--reps 0 --pos 1 --prefill $PREFILL --prefill-reps 1" NS=""
 "$BM" gen --vocab "$ROOT/models/default.gguf" --out "$S" --size "$SIZE" --types "$TYPE" >/dev/null || exit 1
 M="$S/qwen3-$SIZE-$TYPE.gguf"
-timeout 240 "$BM" run "$M" --device cuda --reps 15 --prefill 0 --prefill-reps 0 >"$O/base.json"
-NS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+[ -n "${PREFILL:-}" ] || timeout 240 "$BM" run "$M" --device cuda --reps 15 --prefill 0 --prefill-reps 0 >"$O/base.json"
+[ -n "${PREFILL:-}" ] || NS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
 NC=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 if [ -n "$NS" ]; then
     for p in 0 1; do
@@ -47,7 +53,7 @@ if [ -n "$NS" ]; then
 elif [ -n "$NC" ]; then
     MTPLX_CUDA_PDL=0 timeout 240 "$NC" --graph-profiling node -c "${NCU_COUNT:-1200}" --clock-control "$CLOCK" \
         --metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active --csv \
-        "$BM" run "$M" --device cuda --reps 1 --prefill 0 --prefill-reps 0 >"$O/ncu0.csv" 2>"$O/ncu0.err"
+        "$BM" run "$M" --device cuda $RUN_ARGS >"$O/ncu0.csv" 2>"$O/ncu0.err"
     python3 - "$O/ncu0.csv" >"$O/ncu0_summary.txt" <<'PY'
 import csv, re, sys
 rows = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))

@@ -430,7 +430,8 @@ static bool use_tc(const cuda_backend *c, const mtplx_weight *w, const void *W, 
 static bool matmul_pipelined(cuda_backend *c, const mtplx_weight *w, int layout, const void *W, size_t rb,
                              const float *x, int64_t n, float *y, const float *b) {
     if (!c->paths.gemm_bf16 || (w->type != MTPLX_TYPE_BF16 && !c->paths.gemm_q8) || ((uintptr_t)W & 15) ||
-        !mtplx_cuda_gemm_bf16_ok(w->type, layout, w->k, x))
+        !mtplx_cuda_gemm_bf16_ok(w->type, layout, w->k, x, n, c->paths.gemm_xb ? c->gemm_xb : NULL,
+                                 c->gemm_xb_bytes))
         return false;
     CK(mtplx_cuda_gemm_bf16(c->stream, w->type, layout, W, rb, w->m, w->k, x, n, y, b,
                             c->paths.tc_split ? &c->split : NULL, c->paths.gemm_xb ? c->gemm_xb : NULL,

@@ -122,12 +122,16 @@ cudaError_t mtplx_cuda_tc_reduce(cudaStream_t s, const float *part, int splits, 
  * layout, Q8_0 packed / int8-interleaved (row_bytes
  * mtplx_cuda_q8_0_packed_row(k)) or Q4_K in the file's layout. y[n][m] =
  * x W^T (+ bias), x and W rounded to bf16 as mtplx_cuda_matmul_tc rounds
- * them; k % 32 == 0 (64 for int8-interleaved Q8_0) and x 16-byte aligned
- * (mtplx_cuda_gemm_bf16_ok). split: as mtplx_cuda_matmul_tc's (buf NULL:
- * no split). xb: scratch for x in bf16 (16-byte aligned); where it holds n
- * k of them, x is rounded once into it and staged as bf16, else (NULL, too
- * small) staged as f32 and rounded at each use: the same bits either way. */
-bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x);
+ * them; k % 32 == 0 (64 for int8-interleaved Q8_0) (mtplx_cuda_gemm_bf16_ok).
+ * split: as mtplx_cuda_matmul_tc's (buf NULL: no split). xb: scratch for x
+ * in bf16 (16-byte aligned); where it holds n k of them, x is rounded once
+ * into it and staged as bf16 (x aligned or not), else (NULL, too small)
+ * staged as f32 and rounded at each use (x 16-byte aligned): the same bits
+ * either way, on the mma.sync kernel. With wgmma (128 / 256) and x in xb,
+ * BF16 tiled weights go to gemm_wgmma.cu where it takes them: other sums'
+ * order, other bits. */
+bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x, int64_t n, const void *xb,
+                             size_t xb_bytes);
 /* Once per device, before the first mtplx_cuda_gemm_bf16: its stages take
  * more than 48 KB of shared memory. */
 cudaError_t mtplx_cuda_gemm_bf16_init(void);

@@ -274,10 +274,18 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
 }
 
 /* xb = x rounded to bf16 as pack2 rounds (round to nearest even), 8 values
- * a thread and step */
+ * a thread and step; x read in 16-byte loads where it is 16-byte aligned,
+ * else one value a load (the same bits) */
 __global__ void x_bf16_kernel(const float *__restrict__ x, uint4 *__restrict__ xb, int64_t n8) {
+    const bool vec = ((uintptr_t)x & 15) == 0;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n8; i += (int64_t)gridDim.x * blockDim.x) {
-        const float4 a = ((const float4 *)x)[2 * i], b = ((const float4 *)x)[2 * i + 1];
+        float4 a, b;
+        if (vec) {
+            a = ((const float4 *)x)[2 * i], b = ((const float4 *)x)[2 * i + 1];
+        } else {
+            const float *p = x + 8 * i;
+            a = make_float4(p[0], p[1], p[2], p[3]), b = make_float4(p[4], p[5], p[6], p[7]);
+        }
         xb[i] = make_uint4(pack2<__nv_bfloat16>(a.x, a.y), pack2<__nv_bfloat16>(a.z, a.w),
                            pack2<__nv_bfloat16>(b.x, b.y), pack2<__nv_bfloat16>(b.z, b.w));
     }
@@ -321,16 +329,24 @@ cudaError_t mtplx_cuda_gemm_bf16_init(void) {
     return e == cudaSuccess ? gb_init<false>() : e;
 }
 
-bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x) {
-    return gb_kind(type, layout, k) >= 0 && k > 0 && k % GB_BK == 0 && ((uintptr_t)x & 15) == 0;
+/* whether x goes through the bf16 scratch xb (else it is staged as f32) */
+static bool xb_fits(const void *xb, size_t xb_bytes, int64_t n, int64_t k) {
+    return xb && ((uintptr_t)xb & 15) == 0 && (size_t)n * (size_t)k * 2 <= xb_bytes;
+}
+
+bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x, int64_t n, const void *xb,
+                             size_t xb_bytes) {
+    return gb_kind(type, layout, k) >= 0 && k > 0 && k % GB_BK == 0 &&
+           (((uintptr_t)x & 15) == 0 || xb_fits(xb, xb_bytes, n, k));
 }
 
 cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const void *W, size_t rb, int64_t m,
                                  int64_t k, const float *x, int64_t n, float *y, const float *bias,
                                  const mtplx_cuda_tc_split *sp, void *xb, size_t xb_bytes, int wgmma) {
-    if (!mtplx_cuda_gemm_bf16_ok(type, layout, k, x) || ((uintptr_t)W & 15) || rb % 16) return cudaErrorInvalidValue;
+    if (!mtplx_cuda_gemm_bf16_ok(type, layout, k, x, n, xb, xb_bytes) || ((uintptr_t)W & 15) || rb % 16)
+        return cudaErrorInvalidValue;
     if (n <= 0 || m <= 0) return cudaSuccess;
-    const bool use_xb = xb && ((uintptr_t)xb & 15) == 0 && (size_t)n * (size_t)k * 2 <= xb_bytes;
+    const bool use_xb = xb_fits(xb, xb_bytes, n, k);
     if (use_xb) {
         const int64_t n8 = n * k / 8; /* k % 32 == 0 */
         const int64_t blocks = (n8 + 255) / 256;
