@@ -73,10 +73,10 @@ mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be);
  * their own switch, mma_q4k: MTPLX_CUDA_MMA_Q4K=1 / 0 sets it, and unset
  * (mma_q4k_auto) a context turns it on only for a backend several contexts
  * share (engine/context.c), whose batched rows near 16. With mma_q4k off
- * (the default, a model with an MTP head included: its 4-row verify is
- * still faster there in absolute time, bench/RESULTS.md section 38), Q8_0
- * and Q4_K decode on the int8 tensor cores (mmv_i8.cu: 1.3x / 1.5x for 4
- * rows; bench/RESULTS.md sections 18, 39; MTPLX_CUDA_I8=0: not), whose GEMV is launched
+ * (the default, a model with an MTP head included), Q8_0 and Q4_K decode
+ * and verify on the int8 tensor cores (mmv_i8.cu: 4 rows 1.05-1.08x one
+ * with x in two int8 pieces, i8_pieces; bench/RESULTS.md sections 18, 39,
+ * 40; MTPLX_CUDA_I8=0: not), whose GEMV is launched
  * as a programmatic dependent of its x kernel on sm_90 (pdl; off with
  * MTPLX_CUDA_PDL=0: bench/RESULTS.md section 18a). pdl now covers the whole
  * step (backend_cuda.c's header: the GEMVs, norms, attention prep and
