@@ -87,10 +87,10 @@ namespace {
 #ifndef MTPLX_I8_MT
 #define MTPLX_I8_MT 1
 #endif
-/* U at two n-tiles (3-5 x rows: a 4-token verify step), apart from one:
- * Q4_K's at 4 took 170 registers, one block an SM; at 2, 80 (its n = 4
- * GEMVs 1.85x n = 1 -> 1.62x; Q8_0's no faster at 2: bench/RESULTS.md
- * section 39) */
+/* U at two n-tiles (5-8 x rows with two pieces, 3-5 with three), apart
+ * from one: Q4_K's at 4 took 170 registers, one block an SM; at 2, 80
+ * (with three pieces its n = 4 GEMVs 1.85x n = 1 -> 1.62x; Q8_0's no
+ * faster at 2: bench/RESULTS.md section 39; not measured again for two) */
 #ifndef MTPLX_I8_U_Q8_2
 #define MTPLX_I8_U_Q8_2 MTPLX_I8_U_Q8
 #endif
