@@ -453,20 +453,23 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
     const float *b = param(c, bias, (size_t)w->m * sizeof(float));
     size_t rb = mtplx_row_size(w->type, w->k);
     int layout = mmv_layout(c, w);
-    if (layout != MTPLX_CUDA_W_GGUF && c->mmv && mtplx_cuda_mmv_ok(w->type, w->k, x, 1)) {
-        /* the GEMV's copy (BF16 tiled, Q8_0 repacked) is the only one: the
-         * prefill GEMM reads it too, and rows the GEMM does not take go
-         * through the GEMV 16 at a time, so that no copy in the file's
-         * layout is uploaded beside it */
-        const void *W = mmv_weight(c, w);
-        size_t rbl = layout == MTPLX_CUDA_W_BF16_TILED ? rb : mtplx_cuda_q8_0_packed_row(w->k);
-        if (use_tc(c, w, W, rbl, n)) {
-            if (!matmul_pipelined(c, w, layout, W, rbl, x, n, y, b))
-                CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rbl, layout, w->m, w->k, x, n, y, b,
-                                        c->paths.tc_split ? &c->split : NULL),
-                   "matmul (tensor cores, GEMV layout)");
-            return;
-        }
+    const bool x_mmv = c->mmv && mtplx_cuda_mmv_ok(w->type, w->k, x, 1);
+    const void *Wl = layout != MTPLX_CUDA_W_GGUF && c->mmv ? mmv_weight(c, w) : NULL;
+    size_t rbl = layout == MTPLX_CUDA_W_BF16_TILED ? rb : mtplx_cuda_q8_0_packed_row(w->k);
+    /* the GEMV's copy (BF16 tiled, Q8_0 repacked) is the only one: the
+     * prefill GEMM reads it too (x aligned or not: the same kernel, the same
+     * bits), and rows the GEMM does not take go through the GEMV 16 at a
+     * time, so that no copy in the file's layout is uploaded beside it
+     * (only where x is not aligned for the GEMV, which the backend's own
+     * buffers always are) */
+    if (Wl && use_tc(c, w, Wl, rbl, n)) {
+        if (!matmul_pipelined(c, w, layout, Wl, rbl, x, n, y, b))
+            CK(mtplx_cuda_matmul_tc(c->stream, w->type, Wl, rbl, layout, w->m, w->k, x, n, y, b,
+                                    c->paths.tc_split ? &c->split : NULL),
+               "matmul (tensor cores, GEMV layout)");
+        return;
+    }
+    if (Wl && x_mmv) {
         for (int64_t i = 0; i < n; i += MTPLX_CUDA_MMV_ROWS) {
             mtplx_cuda_mmv_job j = mmv_job1(c, MTPLX_MMV_STORE, w, bias, y + i * w->m);
             int64_t r = n - i < MTPLX_CUDA_MMV_ROWS ? n - i : MTPLX_CUDA_MMV_ROWS;
