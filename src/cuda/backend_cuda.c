@@ -906,26 +906,33 @@ static bool env_is_1(const char *name) {
     return v && strcmp(v, "1") == 0;
 }
 
+/* An environment setting that takes one of n values, written as %d
+ * writes them: unset or empty, dflt; anything else, a warning and dflt. */
+static int env_one_of(const char *name, const int *vals, int n, int dflt) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    char num[16], list[64] = "";
+    for (int i = 0; i < n; i++) {
+        snprintf(num, sizeof num, "%d", vals[i]);
+        if (strcmp(v, num) == 0) return vals[i];
+        size_t len = strlen(list);
+        snprintf(list + len, sizeof list - len, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ", num);
+    }
+    mtplx_log(MTPLX_LOG_WARN, "%s=%s: expected %s; using %d", name, v, list, dflt);
+    return dflt;
+}
+
 /* MTPLX_CUDA_GEMM_WGMMA: 128 or 256 (weight rows a block), 0 (off);
  * unset, 128 (bench/RESULTS.md section 40) */
 static int gemm_wgmma_env(void) {
-    const char *v = getenv("MTPLX_CUDA_GEMM_WGMMA");
-    if (!v || !*v) return 128;
-    if (strcmp(v, "0") == 0) return 0;
-    if (strcmp(v, "128") == 0) return 128;
-    if (strcmp(v, "256") == 0) return 256;
-    mtplx_log(MTPLX_LOG_WARN, "MTPLX_CUDA_GEMM_WGMMA=%s: expected 0, 128 or 256; using 128", v);
-    return 128;
+    static const int vals[] = {0, 128, 256};
+    return env_one_of("MTPLX_CUDA_GEMM_WGMMA", vals, 3, 128);
 }
 
-/* MTPLX_CUDA_I8_PIECES: 2 or 3; unset, 0 (mmv_i8.cu's default, 2) */
+/* MTPLX_CUDA_I8_PIECES: 2 or 3; unset, 2 */
 static int i8_pieces_env(void) {
-    const char *v = getenv("MTPLX_CUDA_I8_PIECES");
-    if (!v || !*v) return 0;
-    if (strcmp(v, "2") == 0) return 2;
-    if (strcmp(v, "3") == 0) return 3;
-    mtplx_log(MTPLX_LOG_WARN, "MTPLX_CUDA_I8_PIECES=%s: expected 2 or 3; using the default (2)", v);
-    return 0;
+    static const int vals[] = {2, 3};
+    return env_one_of("MTPLX_CUDA_I8_PIECES", vals, 2, 2);
 }
 
 /* MTPLX_CUDA_ATTN_GROUP: 0 never, N >= 1 from N positions on (1: every

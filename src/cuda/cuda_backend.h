@@ -103,8 +103,8 @@ typedef struct mtplx_cuda_paths {
      * the mma.sync kernel's, bench/RESULTS.md section 40) or 256; 0: never
      * (MTPLX_CUDA_GEMM_WGMMA=0 / 128 / 256) */
     int gemm_wgmma;
-    /* mmv_i8.cu's int8 pieces of each x value: 2 or 3 (0: its default, 2;
-     * MTPLX_CUDA_I8_PIECES) */
+    /* mmv_i8.cu's int8 pieces of each x value: 2 (unset) or 3
+     * (MTPLX_CUDA_I8_PIECES); 0: the kernel's default, 2 */
     int i8_pieces;
     /* a prefill's attention (flash) on tensor cores for an F16 cache with
      * head_dim 64 or 128 (attention.cu's fa_mma_kernel; MTPLX_CUDA_FLASH_MMA=0:
