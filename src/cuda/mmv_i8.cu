@@ -556,23 +556,25 @@ cudaError_t launch_nt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t k,
                     dim3(I8_WARPS * 32), 0, st, with_trig_start(*job, rb), k, rb, n);
 }
 
+/* n-tiles: ceil(NP n / 8), at most NP * MTPLX_CUDA_MMV_ROWS / 8 (4 or 6) */
+template <int T, int NP>
+cudaError_t launch_np(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t k, int64_t n) {
+    switch ((NP * n + 7) / 8) {
+    case 1: return launch_nt<T, 1, NP>(st, job, k, n);
+    case 2: return launch_nt<T, 2, NP>(st, job, k, n);
+    case 3: return launch_nt<T, 3, NP>(st, job, k, n);
+    case 4: return launch_nt<T, 4, NP>(st, job, k, n);
+    }
+    if constexpr (NP == 3)
+        return (3 * n + 7) / 8 == 5 ? launch_nt<T, 5, 3>(st, job, k, n) : launch_nt<T, 6, 3>(st, job, k, n);
+    else
+        return cudaErrorInvalidValue; /* n > 16: mtplx_cuda_mmv_i8 refuses it first */
+}
+
 template <int T>
 cudaError_t launch_type(cudaStream_t st, const mtplx_cuda_mmv_job *job, int64_t k, int64_t n,
                         int np) {
-    if (np == 2) switch ((2 * n + 7) / 8) {
-        case 1: return launch_nt<T, 1, 2>(st, job, k, n);
-        case 2: return launch_nt<T, 2, 2>(st, job, k, n);
-        case 3: return launch_nt<T, 3, 2>(st, job, k, n);
-        default: return launch_nt<T, 4, 2>(st, job, k, n);
-        }
-    switch ((3 * n + 7) / 8) {
-    case 1: return launch_nt<T, 1, 3>(st, job, k, n);
-    case 2: return launch_nt<T, 2, 3>(st, job, k, n);
-    case 3: return launch_nt<T, 3, 3>(st, job, k, n);
-    case 4: return launch_nt<T, 4, 3>(st, job, k, n);
-    case 5: return launch_nt<T, 5, 3>(st, job, k, n);
-    default: return launch_nt<T, 6, 3>(st, job, k, n);
-    }
+    return np == 2 ? launch_np<T, 2>(st, job, k, n) : launch_np<T, 3>(st, job, k, n);
 }
 
 } // namespace
