@@ -516,16 +516,33 @@ static void test_fused_case(int type, int64_t k, int64_t n) {
     float *ha = from_dev(h2, (size_t)(n * ms[0])), *hb = from_dev(yb[0], (size_t)(n * ms[0]));
     en = fmax(en, rel_err(ha, hb, n * ms[0], 1e-3));
     free(ha), free(hb);
-    /* tiled BF16 (paths.tile) takes no fused norm: the backend declines */
+    /* tiled BF16 past mmv_tc.cu's norm (6144 elements) has no GEMV that
+     * takes a fused norm: the backend declines */
     mtplx_cuda_paths cp = mtplx_cuda_get_paths(gpu);
-    if (type == MTPLX_TYPE_BF16 && cp.mma && cp.tile && k % 32 == 0)
+    if (type == MTPLX_TYPE_BF16 && cp.mma && cp.tile && k % 32 == 0 && k > 6144) {
         report(!took, "matmul_multi / _swiglu %-4s k=%-5lld n=%-2lld with a fused rmsnorm: declined "
-                      "for tiled BF16%s", tn, (long long)k, (long long)n, took ? " (taken)" : "");
-    else
+                      "for tiled BF16 past 6144%s", tn, (long long)k, (long long)n, took ? " (taken)" : "");
+    } else {
         report(took && en <= 1e-5,
                "matmul_multi / _swiglu %-4s k=%-5lld n=%-2lld with the rmsnorm fused == rmsnorm, then "
                "the op  %.2e (tol 1e-5)%s",
                tn, (long long)k, (long long)n, en, took ? "" : " (not taken)");
+        /* and each row of the fused ops equal to it alone, bit for bit (the
+         * norm's sum of squares must not depend on n or the other rows) */
+        bool nrows = took;
+        for (int64_t i = 0; nrows && i < n; i++) {
+            float *yr[3] = {yb[0], yb[1], yb[2]};
+            nrows = gpu->matmul_multi(gpu, 3, wp, bs, xd + i * k, nw, 1e-6f, 1, yr) &&
+                    gpu->matmul_swiglu(gpu, &w[0], &up, xd + i * k, nw, 1e-6f, 1, xn);
+            for (int j = 0; j < 3; j++)
+                nrows = nrows && same_dev(ya[j] + i * ms[j], yb[j], ms[j]);
+            nrows = nrows && same_dev(h2 + i * ms[0], xn, ms[0]);
+        }
+        report(nrows,
+               "matmul_multi / _swiglu %-4s k=%-5lld n=%-2lld with the rmsnorm fused: every row "
+               "equals it computed alone, bit for bit",
+               tn, (long long)k, (long long)n);
+    }
     gpu->buf_free(gpu, xn);
     free(nw);
     /* residual: y starts equal in both */
@@ -566,6 +583,11 @@ static void test_fused(void) {
     for (size_t t = 0; t < sizeof types / sizeof *types; t++)
         for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
             test_fused_case(types[t], types[t] == MTPLX_TYPE_Q4_K ? 512 : 416, ns[i]);
+    /* an 8B model's hidden size, and one past mmv_tc.cu's fused norm (6144:
+     * tiled BF16 then takes rmsnorm, then the GEMV) */
+    test_fused_case(MTPLX_TYPE_BF16, 4096, 4);
+    test_fused_case(MTPLX_TYPE_BF16, 4104, 2);
+    test_fused_case(MTPLX_TYPE_BF16, 6400, 2);
     /* BF16, Q8_0 and Q4_K ran on tensor cores above: the f32 GEMV's fused modes too */
     mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu), p = saved;
     if (saved.mma) {
@@ -803,10 +825,9 @@ static void test_q8_layouts(void) {
 /* The tensor-core GEMVs launched as programmatic dependents (paths.pdl, on
  * by default; sm_90) against plain launches: the same bits for every mode
  * (matmul + bias, QKV, gate/up + SwiGLU, matmul_add), 1, 4 and 16 rows, on
- * mmv_i8.cu (Q8_0, Q4_K; the rmsnorm fused into QKV and gate/up, as the op
- * checks' MTPLX_CUDA_FUSE_NORM=1 has it) and on mmv_tc.cu (BF16, Q8_0 with
- * mma_q4k: no fused norm there). A GEMV that read x, the scales or y before
- * its wait would differ here (or under memcheck). */
+ * mmv_i8.cu (Q8_0, Q4_K) and on mmv_tc.cu (BF16, Q8_0 with mma_q4k), the
+ * rmsnorm fused into QKV and gate/up. A GEMV that read x, the norm, the
+ * scales or y before its wait would differ here (or under memcheck). */
 static void test_i8_pdl(void) {
     mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu);
     if (!saved.mma) return;
@@ -828,7 +849,6 @@ static void test_i8_pdl(void) {
             const mtplx_weight *wp[3] = {&w[0], &w[1], &w[2]};
             float *x = rand_vec(n * k, 1.0f), *bias = rand_vec(ms[0], 1.0f);
             float *nw = rand_vec(k, 1.0f), *y0 = rand_vec(n * ms[1], 1.0f);
-            const float *nwp = tc ? NULL : nw; /* mmv_tc.cu takes no fused norm */
             const float *bs[3] = {bias, NULL, NULL};
             float *xd = to_dev(x, (size_t)(n * k) * sizeof(float));
             float *yd = gpu->buf_alloc(gpu, (size_t)tot * sizeof(float)), *got[2];
@@ -842,18 +862,17 @@ static void test_i8_pdl(void) {
                 qkv[1] = qkv[0] + n * ms[0], qkv[2] = qkv[1] + n * ms[1];
                 float *h = qkv[2] + n * ms[2], *ya = h + n * ms[0];
                 gpu->matmul(gpu, &w[0], bias, xd, n, y);
-                took = took && gpu->matmul_multi(gpu, 3, wp, bs, xd, nwp, 1e-6f, n, qkv);
-                took = took && gpu->matmul_swiglu(gpu, &w[0], &w[3], xd, nwp, 1e-6f, n, h);
+                took = took && gpu->matmul_multi(gpu, 3, wp, bs, xd, nw, 1e-6f, n, qkv);
+                took = took && gpu->matmul_swiglu(gpu, &w[0], &w[3], xd, nw, 1e-6f, n, h);
                 gpu->upload(gpu, ya, y0, (size_t)(n * ms[1]) * sizeof(float));
                 took = took && gpu->matmul_add(gpu, &w[1], xd, n, ya);
                 got[pdl] = from_dev(yd, (size_t)tot);
             }
             report(took && memcmp(got[0], got[1], (size_t)tot * sizeof(float)) == 0,
                    "%s GEMV %-4s k=%lld n=%-2lld with PDL (MTPLX_CUDA_PDL) == without, bit for "
-                   "bit: matmul + bias, QKV%s, SwiGLU%s, add%s",
+                   "bit: matmul + bias, QKV + norm, SwiGLU + norm, add%s",
                    tc ? "tensor-core" : "int8", mtplx_type_info(type)->name, (long long)k,
-                   (long long)n, tc ? "" : " + norm", tc ? "" : " + norm",
-                   took ? "" : " (a fused op not taken)");
+                   (long long)n, took ? "" : " (a fused op not taken)");
             mtplx_cuda_set_paths(gpu, saved);
             gpu->buf_free(gpu, xd), gpu->buf_free(gpu, yd);
             mtplx_cuda_forget_params(gpu);

@@ -94,10 +94,12 @@
  * as a programmatic dependent of the x kernel (sm_90; MTPLX_CUDA_PDL=0: not),
  * and the layers' rmsnorms are folded into the QKV and gate/up matmuls and
  * the final norm into the output head (6 launches a layer instead of 8; the
- * x kernel applies the norm at no cost). MTPLX_CUDA_FUSE_NORM=1 folds them
- * into every mmv path (on the f32 GEMV it made 0.6B BF16 decode 4% faster
- * but n = 4 worse, bench/RESULTS.md section 16), =0 into none
- * (bench/RESULTS.md section 18a).
+ * x kernel applies the norm at no cost). mmv_tc.cu's BF16 GEMV takes the
+ * fused norm too (it sums the squares of the x values it loads anyway:
+ * bench/RESULTS.md section 41). MTPLX_CUDA_FUSE_NORM=1 folds them into
+ * every mmv path (on the f32 GEMV it made 0.6B BF16 decode 4% faster but n
+ * = 4 worse, bench/RESULTS.md section 16), =0 into none (bench/RESULTS.md
+ * section 18a).
  *
  * Programmatic dependent launch (PDL, sm_90; cuda_util.cuh's launch_k). A
  * small model's step is a chain of short kernels (8 a layer for BF16), and
@@ -149,7 +151,7 @@ typedef struct {
 
 enum { MAX_GRAPHS = 128, PICK_ROWS = 32 };
 /* where the rmsnorm before a matmul is fused into it (norm_ok) */
-enum { FUSE_NORM_OFF, FUSE_NORM_I8, FUSE_NORM_ALL };
+enum { FUSE_NORM_OFF, FUSE_NORM_TC, FUSE_NORM_ALL };
 /* split-k partials of the tensor-core GEMM: it splits only while its tiles
  * number fewer than the SMs, so it needs at most about 3 n_sm tiles of
  * 64 x 64 floats (6.5 MB on 132 SMs); it splits less when this is short */
@@ -336,8 +338,7 @@ static bool takes_i8(const cuda_backend *c, int type, int64_t k) {
 
 /* Whether a BF16 weight's GEMV jobs go to mmv_tc.cu with the current paths
  * and read it tiled (paths.tile; mtplx_cuda_tile_bf16: 512 contiguous bytes
- * a load). Such a weight takes no fused rmsnorm (norm_ok), which only
- * mmv.cu's f32 GEMV would do for BF16, on rows. */
+ * a load). */
 static bool tiles_bf16(const cuda_backend *c, const mtplx_weight *w) {
     mtplx_cuda_mmv_job j = {.mma = true, .tiled = true};
     return c->paths.tile && c->mmv && c->paths.mma && w->type == MTPLX_TYPE_BF16 &&
@@ -504,13 +505,20 @@ static bool same_kind(const mtplx_weight *a, const mtplx_weight *b) {
 }
 
 /* The fused rmsnorm (backend.h's norm argument) for weight w: by default
- * only where w goes to mmv_i8.cu, whose x kernel applies it for free (the
- * f32 GEMV's fused norm made n = 4 worse, and mmv_tc.cu does not take one:
- * BF16 and Q8_0 would leave the tensor cores); MTPLX_CUDA_FUSE_NORM=1
- * everywhere but tiled BF16 (tiles_bf16), =0 nowhere. */
+ * where w goes to a tensor-core GEMV (mmv_i8.cu, whose x kernel applies it
+ * for free; mmv_tc.cu, which sums the squares of the x it loads anyway:
+ * its norm_x, for norms of up to TC_NORM_MAX_K elements), not mmv.cu's
+ * f32 GEMV (its fused norm made n = 4 worse); MTPLX_CUDA_FUSE_NORM=1 on
+ * every mmv path but tiled BF16 past mmv_tc.cu's limit, =0 nowhere. */
 static bool norm_ok(const cuda_backend *c, const float *norm, const mtplx_weight *w) {
-    return !norm || (c->fuse_norm == FUSE_NORM_ALL && !tiles_bf16(c, w)) ||
-           (c->fuse_norm == FUSE_NORM_I8 && takes_i8(c, w->type, w->k));
+    if (!norm) return true;
+    if (c->fuse_norm == FUSE_NORM_OFF) return false;
+    mtplx_cuda_mmv_job j = {.mma = true, .mma_q4k = c->paths.mma_q4k, .tiled = tiles_bf16(c, w),
+                            .norm = norm};
+    if (c->paths.mma && (takes_i8(c, w->type, w->k) || mtplx_cuda_mmv_tc_ok(w->type, w->k, &j)))
+        return true;
+    /* the f32 GEMV, which cannot read tiled BF16 */
+    return c->fuse_norm == FUSE_NORM_ALL && !j.tiled;
 }
 
 static void set_norm(cuda_backend *c, mtplx_cuda_mmv_job *j, const float *norm, float eps,
@@ -1072,7 +1080,7 @@ static void cu_free(mtplx_backend *be) {
               (double)c->param_bytes / 1e6, c->graphs ? "on" : "off", (long long)c->gstats.captured,
               (long long)c->gstats.replayed, (long long)c->gstats.plain, (long long)c->gstats.failed,
               c->mmv ? "on" : "off", c->mmv && c->paths.mma ? (c->paths.mma_q4k ? " (tensor cores for BF16, Q8_0, Q4_K)" : c->xq ? " (tensor cores for BF16; int8 ones for Q8_0, Q4_K)" : " (tensor cores for BF16, Q8_0)") : "",
-              c->fuse ? "on" : "off", c->fuse_norm == FUSE_NORM_ALL ? " (norms too)" : c->fuse_norm == FUSE_NORM_I8 ? " (norms too, int8 paths)" : "",
+              c->fuse ? "on" : "off", c->fuse_norm == FUSE_NORM_ALL ? " (norms too)" : c->fuse_norm == FUSE_NORM_TC ? " (norms too, tensor-core GEMVs)" : "",
               c->paths.tc ? (c->paths.tc_f32 ? "on (F32 too)" : "on") : "off",
               c->paths.tc && !c->paths.tc_split ? " without split-k" : "",
               c->paths.tc && c->paths.gemm_bf16 && c->paths.gemm_xb && c->paths.gemm_wgmma &&
@@ -1234,12 +1242,12 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     c->fuse = !env_is_0("MTPLX_CUDA_FUSE");
     /* the layers' rmsnorms inside the QKV and gate/up matmuls and the final
      * norm inside the output head (two launches a layer fewer): by default
-     * where those go to mmv_i8.cu (norm_ok); MTPLX_CUDA_FUSE_NORM=1 for every
-     * mmv path but tiled BF16, =0 for none */
+     * where those go to a tensor-core GEMV (norm_ok); MTPLX_CUDA_FUSE_NORM=1
+     * for every mmv path, =0 for none */
     const char *fn = getenv("MTPLX_CUDA_FUSE_NORM");
     c->fuse_norm = !c->fuse || env_is_0("MTPLX_CUDA_FUSE_NORM") ? FUSE_NORM_OFF
                    : fn && strcmp(fn, "1") == 0                 ? FUSE_NORM_ALL
-                                                                : FUSE_NORM_I8;
+                                                                : FUSE_NORM_TC;
     /* with MTPLX_CUDA_ARGMAX=0, greedy decoding copies whole logits rows
      * back and picks on the host */
     const char *am = getenv("MTPLX_CUDA_ARGMAX");

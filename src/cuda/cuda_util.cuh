@@ -167,6 +167,11 @@ template <> __device__ __forceinline__ uint32_t pack2<__half>(float a, float b) 
 /* the step block's position (CUDA graphs: cuda_kernels.h's mtplx_cuda_step), 0 without one */
 __device__ __forceinline__ int64_t dyn_pos(const mtplx_cuda_step *dyn) { return dyn ? dyn->pos0 : 0; }
 
+/* an RMS norm's scale 1 / rms from the sum of squares ss of k values */
+HD float norm_scale(float ss, int64_t k, float eps) {
+    return 1.0f / sqrtf(ss / (float)k + eps);
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
@@ -231,7 +236,7 @@ __device__ __forceinline__ void rmsnorm_regs(const float (&xv)[R], const float (
 #pragma unroll
     for (int j = 0; j < R; j++)
         if (tid + j * bd < d) ss += xv[j] * xv[j];
-    float scale = 1.0f / sqrtf(block_sum(ss) / (float)d + eps);
+    float scale = norm_scale(block_sum(ss), d, eps);
 #pragma unroll
     for (int j = 0; j < R; j++)
         if (tid + j * bd < d) o[tid + j * bd] = xv[j] * scale * wv[j];

@@ -533,7 +533,7 @@ __global__ void rmsnorm_kernel(const float *x, const float *__restrict__ w, floa
         pdl_wait();
         float ss = 0.f;
         for (int64_t i = tid; i < d; i += bd) ss += xr[i] * xr[i];
-        float scale = 1.0f / sqrtf(block_sum(ss) / (float)d + eps);
+        float scale = norm_scale(block_sum(ss), d, eps);
         /* out may alias x: each thread rewrites only the elements it read */
         for (int64_t i = tid; i < d; i += bd) o[i] = xr[i] * scale * w[i];
         return;

@@ -192,10 +192,6 @@ HD float sumsq_part(const float *xr, int64_t k, int lane) {
     return ss;
 }
 
-HD float norm_scale(float ss, int64_t k, float eps) {
-    return 1.0f / sqrtf(ss / (float)k + eps);
-}
-
 template <bool NORM>
 HD float4 load_x(const float *xg, const float *ng, const float *xs, int i, int64_t k) {
     float4 a = ldg((const float4 *)(xg + i * k));

@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(XQ_WARPS * 32)
                 ss = fmaf(a.w, a.w, fmaf(a.z, a.z, fmaf(a.y, a.y, fmaf(a.x, a.x, ss))));
             }
             ss = warp_sum(ss);
-            if (lane == 0) part[0] = 1.0f / sqrtf(ss / (float)k + eps);
+            if (lane == 0) part[0] = norm_scale(ss, k, eps);
         }
         __syncthreads();
         ns = part[0];

@@ -39,7 +39,8 @@
  * alone (W is a function of the weight and the GPU), never on n, MT, U or the other
  * rows (mma's columns are independent), so decode and verify rows are
  * equal bit for bit (greedy MTP == AR rests on it), and the fused modes
- * equal the plain ones, since both run this code.
+ * equal the plain ones, since both run this code. With job.norm set the
+ * rmsnorm before the GEMV is fused in (norm_x).
  *
  * Needs sm_80 or newer (mma.sync with bf16); mtplx_cuda_mmv_tc_ok checks
  * the device. */
@@ -203,6 +204,32 @@ __device__ __forceinline__ void load_x(const float *const (&xr)[NT], const bool 
         }
 }
 
+/* The fused rmsnorm (job.norm): y = W (x * norm) / rms(x). A block's warps
+ * between them load every element of each x row once, so each lane adds
+ * the squares of the x values it loads to ss (steps in order, whatever U)
+ * before it multiplies them by the norm's weights (gsm, staged in shared
+ * memory before the wait), and the epilogue scales each sum by 1 / rms
+ * (norm_scale of the quads' and then the warps' shares, in that order). A
+ * row's result so still depends on its x row, k and W alone (decode ==
+ * verify, bit for bit); it equals rmsnorm, then the GEMV, up to f32
+ * rounding (the product's factors in another order). Norms of at most
+ * TC_NORM_MAX_K elements (the hidden size of models up to 32B); wider ones
+ * take rmsnorm_kernel, then the GEMV (the backend's norm_ok). */
+constexpr int TC_NORM_MAX_K = 6144;
+template <int NT, int XQ>
+__device__ __forceinline__ void norm_x(float4 (&v)[NT][XQ], const float *gs, float (&ss)[NT]) {
+#pragma unroll
+    for (int h = 0; h < XQ; h++) {
+        const float4 gv = *(const float4 *)(gs + 32 * (h >> 1) + 4 * (h & 1));
+#pragma unroll
+        for (int u = 0; u < NT; u++) {
+            float4 &a = v[u][h];
+            ss[u] = fmaf(a.w, a.w, fmaf(a.z, a.z, fmaf(a.y, a.y, fmaf(a.x, a.x, ss[u]))));
+            a.x *= gv.x, a.y *= gv.y, a.z *= gv.z, a.w *= gv.w;
+        }
+    }
+}
+
 /* The 8 x values of float4s v0, v1 as bf16 pairs: b[0..3] the hi of
  * elements (0,1) (2,3) (4,5) (6,7), b[4..7] the lo. */
 __device__ __forceinline__ void split_x8(const float4 &v0, const float4 &v1, uint32_t (&b)[8]) {
@@ -246,11 +273,17 @@ __device__ __forceinline__ void mma_rows_x(float (&d)[4], const uint32_t (&a)[8]
  * warp, and again as one bulk prefetch of the block's tile, 0.842 -> 0.90
  * ms, 8B 4.57 -> 5.46 at 512 KB a block; working out a fused rmsnorm's
  * scale in rmsnorm_kernel's order here, for the same bits with one launch
- * fewer, 0.997 -> 1.458 ms: bench/RESULTS.md sections 21 and 28.) */
-template <int T, int MT, int NT, int U, bool TL, int W>
+ * fewer, 0.997 -> 1.458 ms: bench/RESULTS.md sections 21 and 28. The
+ * fused norm now sums the squares of the x values the block loads anyway:
+ * norm_x.) */
+template <int T, int MT, int NT, int U, bool TL, int W, bool NORM>
 __device__ __forceinline__ void mmv_tc_body(const mtplx_cuda_mmv_job &job, int64_t k, int64_t rb,
                                             const float *__restrict__ x, int64_t n) {
     __shared__ float red[W][16 * MT][8 * NT];
+    /* NORM: the norm's weights, and each warp's sums of squares of the x
+     * rows (norm_x) */
+    __shared__ __align__(16) float gsm[NORM ? TC_NORM_MAX_K : 4];
+    __shared__ float ssq[W][NORM ? 8 * NT : 1];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, q = lane & 3;
     const int64_t blk = blockIdx.x;
@@ -269,6 +302,17 @@ __device__ __forceinline__ void mmv_tc_body(const mtplx_cuda_mmv_job &job, int64
     }
 
     if (job.trig_start) pdl_trigger(); /* (trig_start_bytes) */
+    /* the norm's weights are parameters, not the kernel before's output:
+     * they go to shared memory before the wait */
+    if constexpr (NORM) {
+        for (int64_t c = threadIdx.x; c < k / 4; c += W * 32)
+            cp_async16(gsm + 4 * c, job.norm + 4 * c);
+        cp_async_commit();
+    }
+    float ss[NT]; /* NORM: the lane's share of each x row's sum of squares */
+#pragma unroll
+    for (int u = 0; u < NT; u++)
+        ss[u] = 0.f;
     float acc[MT][NT][4];
 #pragma unroll
     for (int t = 0; t < MT; t++)
@@ -299,7 +343,13 @@ __device__ __forceinline__ void mmv_tc_body(const mtplx_cuda_mmv_job &job, int64
         }
         /* the first batch's weights are on their way: they need nothing of
          * the kernel before; x (it wrote it) only after the wait */
-        if (i0 == 0) pdl_wait();
+        if (i0 == 0) {
+            pdl_wait();
+            if constexpr (NORM) {
+                cp_async_wait<0>();
+                __syncthreads(); /* every thread runs the first batch */
+            }
+        }
 #pragma unroll
         for (int j = 0; j < U; j++) {
             const int64_t st = step_of<W>(i0 + j, warp), e = st * KS + 8 * q;
@@ -309,6 +359,10 @@ __device__ __forceinline__ void mmv_tc_body(const mtplx_cuda_mmv_job &job, int64
         for (int j = 0; j < U; j++) {
             const int64_t st = step_of<W>(i0 + j, warp);
             if (st >= nks) break;
+            if constexpr (NORM) {
+                const int64_t e = st * KS + 8 * q;
+                if (e < k) norm_x<NT, XQ>(xv[j], gsm + e, ss);
+            }
             if constexpr (T == MTPLX_TYPE_Q4_K) {
                 /* sub-blocks 2 c (low nibbles) and 2 c + 1 (high) of the block */
                 const int c = (int)(st & 3);
@@ -389,6 +443,15 @@ __device__ __forceinline__ void mmv_tc_body(const mtplx_cuda_mmv_job &job, int64
 
     pdl_trigger();           /* the next kernel may start: only the epilogue is left */
     partials_to_shared(red, acc, warp, g, q);
+    if constexpr (NORM) {
+        /* the quad's four shares, then (in the epilogue) the warps' in order */
+#pragma unroll
+        for (int u = 0; u < NT; u++) {
+            ss[u] += __shfl_xor_sync(0xffffffffu, ss[u], 1);
+            ss[u] += __shfl_xor_sync(0xffffffffu, ss[u], 2);
+            if (q == 0) ssq[warp][8 * u + g] = ss[u];
+        }
+    }
     __syncthreads();
 
     /* the epilogue: one thread per (x row, row slot), the warps summed in
@@ -401,11 +464,18 @@ __device__ __forceinline__ void mmv_tc_body(const mtplx_cuda_mmv_job &job, int64
         int seg;
         int64_t row;
         if (!slot_row(job, MT, blk, r, seg, row)) continue;
+        float sc = 1.f; /* NORM: x row i's 1 / rms */
+        if constexpr (NORM) {
+            float s2 = ssq[0][i];
+#pragma unroll
+            for (int w = 1; w < W; w++) s2 += ssq[w][i];
+            sc = norm_scale(s2, k, job.eps);
+        }
         auto total = [&](int rr) {
             float t = red[0][rr][i];
 #pragma unroll
             for (int w = 1; w < W; w++) t += red[w][rr][i];
-            return t;
+            return NORM ? t * sc : t;
         };
         store_result(job, seg, row, i, total(r), [&] { return total(r + 8 * MT); });
     }
@@ -415,17 +485,17 @@ __device__ __forceinline__ void mmv_tc_body(const mtplx_cuda_mmv_job &job, int64
  * blocks an SM, 128 registers a thread. Two kernels, since even a minimum
  * of 1 block in __launch_bounds__ changes the 4-warp kernel's register
  * allocation. */
-template <int T, int MT, int NT, int U, bool TL>
+template <int T, int MT, int NT, int U, bool TL, bool NORM>
 __global__ void __launch_bounds__(TC_WARPS * 32)
     mmv_tc_kernel(mtplx_cuda_mmv_job job, int64_t k, int64_t rb, const float *__restrict__ x,
                   int64_t n) {
-    mmv_tc_body<T, MT, NT, U, TL, TC_WARPS>(job, k, rb, x, n);
+    mmv_tc_body<T, MT, NT, U, TL, TC_WARPS, NORM>(job, k, rb, x, n);
 }
-template <int T, int MT, int NT, int U, bool TL>
+template <int T, int MT, int NT, int U, bool TL, bool NORM>
 __global__ void __launch_bounds__(8 * 32, 2)
     mmv_tc_kernel8(mtplx_cuda_mmv_job job, int64_t k, int64_t rb, const float *__restrict__ x,
                    int64_t n) {
-    mmv_tc_body<T, MT, NT, U, TL, 8>(job, k, rb, x, n);
+    mmv_tc_body<T, MT, NT, U, TL, 8, NORM>(job, k, rb, x, n);
 }
 
 int n_sm_cached = -1, cc_major_cached = -1;
@@ -458,9 +528,10 @@ constexpr int tc_u(int T, int MT, int NT) {
                : (T == MTPLX_TYPE_BF16 ? 128 : 96) / ((T == MTPLX_TYPE_BF16 ? 8 : 6) * MT + 8 * NT);
 }
 
-/* with 8 warps: two blocks an SM fit in 128 registers a thread */
-constexpr int tc_u_w8(int MT, int NT) {
-    return 96 / (8 * MT + 8 * NT);
+/* with 8 warps: two blocks an SM fit in 128 registers a thread; a step
+ * fewer with the fused norm (norm_x), which spilled otherwise */
+constexpr int tc_u_w8(int MT, int NT, bool NORM) {
+    return 96 / (8 * MT + 8 * NT) - (NORM ? 1 : 0);
 }
 
 /* The k split of a BF16 weight of m rows (tiled or not): 8 warps a block
@@ -483,17 +554,23 @@ int bf16_warps(int64_t m) {
     return (m + 15) / 16 <= 2 * n_sm() ? 8 : TC_WARPS;
 }
 
-template <int T, int MT, int NT, bool TL>
+template <int T, int MT, int NT, bool TL, bool NORM>
 cudaError_t launch_w(cudaStream_t st, const mtplx_cuda_mmv_job *job, int W, unsigned grid, int64_t k,
                      int64_t rb, const float *x, int64_t n) {
     if constexpr (T == MTPLX_TYPE_BF16)
         if (W == 8)
-            return launch_k(job->pdl, mmv_tc_kernel8<T, MT, NT, tc_u_w8(MT, NT), TL>, dim3(grid),
+            return launch_k(job->pdl, mmv_tc_kernel8<T, MT, NT, tc_u_w8(MT, NT, NORM), TL, NORM>, dim3(grid),
                             dim3(8 * 32), 0, st, *job, k, rb, x, n);
     /* (Q8_0 and Q4_K launched plainly instead: 8B decode 4-5% faster, 0.6B
      * 10-13% slower; kept as dependents, bench/RESULTS.md section 38) */
-    return launch_k(job->pdl, mmv_tc_kernel<T, MT, NT, tc_u(T, MT, NT), TL>, dim3(grid),
+    return launch_k(job->pdl, mmv_tc_kernel<T, MT, NT, tc_u(T, MT, NT), TL, NORM>, dim3(grid),
                     dim3(TC_WARPS * 32), 0, st, *job, k, rb, x, n);
+}
+template <int T, int MT, int NT, bool TL>
+cudaError_t launch_norm(cudaStream_t st, const mtplx_cuda_mmv_job *job, int W, unsigned grid, int64_t k,
+                        int64_t rb, const float *x, int64_t n) {
+    if (job->norm) return launch_w<T, MT, NT, TL, true>(st, job, W, grid, k, rb, x, n);
+    return launch_w<T, MT, NT, TL, false>(st, job, W, grid, k, rb, x, n);
 }
 
 template <int T, int MT, int NT>
@@ -507,8 +584,8 @@ cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int W, int
                                         : (int64_t)mtplx_cuda_q8_0_packed_row(k);
     mtplx_cuda_mmv_job j = with_trig_start(*job, rb);
     if constexpr (T == MTPLX_TYPE_BF16)
-        if (job->tiled) return launch_w<T, MT, NT, true>(st, &j, W, grid, k, rb, x, n);
-    return launch_w<T, MT, NT, false>(st, &j, W, grid, k, rb, x, n);
+        if (job->tiled) return launch_norm<T, MT, NT, true>(st, &j, W, grid, k, rb, x, n);
+    return launch_norm<T, MT, NT, false>(st, &j, W, grid, k, rb, x, n);
 }
 
 /* mtplx_cuda_tile_bf16: 16-byte chunk c of the tiled output (one thread
@@ -585,7 +662,7 @@ int mtplx_cuda_mmv_tc_warps(int type, int64_t m) {
 
 bool mtplx_cuda_mmv_tc_ok(int type, int64_t k, const mtplx_cuda_mmv_job *job) {
     device_props();
-    if (cc_major_cached < 8 || job->norm) return false;
+    if (cc_major_cached < 8 || (job->norm && k > TC_NORM_MAX_K)) return false;
     if (job->tiled) return type == MTPLX_TYPE_BF16 && mtplx_cuda_bf16_tiled_ok(k);
     if (type == MTPLX_TYPE_BF16) return k % 8 == 0;
     if (type == MTPLX_TYPE_Q8_0) return k % QK8_0 == 0;
@@ -595,6 +672,7 @@ bool mtplx_cuda_mmv_tc_ok(int type, int64_t k, const mtplx_cuda_mmv_job *job) {
 
 cudaError_t mtplx_cuda_mmv_tc(cudaStream_t s, int type, const mtplx_cuda_mmv_job *job, int64_t k,
                               const float *x, int64_t n) {
+    if ((uintptr_t)job->norm & 15) return cudaErrorInvalidValue; /* staged 16 bytes at a time */
     switch (type) {
     case MTPLX_TYPE_BF16: return launch_type<MTPLX_TYPE_BF16>(s, job, k, x, n);
     case MTPLX_TYPE_Q8_0: return launch_type<MTPLX_TYPE_Q8_0>(s, job, k, x, n);
