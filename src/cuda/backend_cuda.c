@@ -94,9 +94,9 @@
  * as a programmatic dependent of the x kernel (sm_90; MTPLX_CUDA_PDL=0: not),
  * and the layers' rmsnorms are folded into the QKV and gate/up matmuls and
  * the final norm into the output head (6 launches a layer instead of 8; the
- * x kernel applies the norm at no cost). mmv_tc.cu's BF16 GEMV takes the
+ * x kernel applies the norm at no cost). mmv_tc.cu's 4-warp GEMV takes the
  * fused norm too (it sums the squares of the x values it loads anyway:
- * bench/RESULTS.md section 41). MTPLX_CUDA_FUSE_NORM=1 folds them into
+ * bench/RESULTS.md section 41; norm_ok). MTPLX_CUDA_FUSE_NORM=1 folds them into
  * every mmv path (on the f32 GEMV it made 0.6B BF16 decode 4% faster but n
  * = 4 worse, bench/RESULTS.md section 16), =0 into none (bench/RESULTS.md
  * section 18a).
@@ -505,18 +505,21 @@ static bool same_kind(const mtplx_weight *a, const mtplx_weight *b) {
 }
 
 /* The fused rmsnorm (backend.h's norm argument) for weight w: by default
- * where w goes to a tensor-core GEMV (mmv_i8.cu, whose x kernel applies it
- * for free; mmv_tc.cu, which sums the squares of the x it loads anyway:
- * its norm_x, for norms of up to TC_NORM_MAX_K elements), not mmv.cu's
- * f32 GEMV (its fused norm made n = 4 worse); MTPLX_CUDA_FUSE_NORM=1 on
- * every mmv path but tiled BF16 past mmv_tc.cu's limit, =0 nowhere. */
+ * where w goes to mmv_i8.cu, whose x kernel applies it for free, or to
+ * mmv_tc.cu's 4-warp GEMV (norm_x, norms of up to 6144 elements); not its
+ * 8-warp one, whose 128 registers then hold a k step fewer in flight,
+ * which cost more than the rmsnorm's launch (0.6B BF16 decode 0.871-0.881
+ * ms against 0.860-0.869 unfused), nor mmv.cu's f32 GEMV (its fused norm
+ * made n = 4 worse). MTPLX_CUDA_FUSE_NORM=1: on every mmv path but tiled
+ * BF16 past mmv_tc.cu's limit; =0 nowhere. */
 static bool norm_ok(const cuda_backend *c, const float *norm, const mtplx_weight *w) {
     if (!norm) return true;
     if (c->fuse_norm == FUSE_NORM_OFF) return false;
     mtplx_cuda_mmv_job j = {.mma = true, .mma_q4k = c->paths.mma_q4k, .tiled = tiles_bf16(c, w),
                             .norm = norm};
-    if (c->paths.mma && (takes_i8(c, w->type, w->k) || mtplx_cuda_mmv_tc_ok(w->type, w->k, &j)))
-        return true;
+    if (c->paths.mma && takes_i8(c, w->type, w->k)) return true;
+    if (c->paths.mma && mtplx_cuda_mmv_tc_ok(w->type, w->k, &j))
+        return c->fuse_norm == FUSE_NORM_ALL || mtplx_cuda_mmv_tc_warps(w->type, w->m) == 4;
     /* the f32 GEMV, which cannot read tiled BF16 */
     return c->fuse_norm == FUSE_NORM_ALL && !j.tiled;
 }
@@ -1242,8 +1245,8 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     c->fuse = !env_is_0("MTPLX_CUDA_FUSE");
     /* the layers' rmsnorms inside the QKV and gate/up matmuls and the final
      * norm inside the output head (two launches a layer fewer): by default
-     * where those go to a tensor-core GEMV (norm_ok); MTPLX_CUDA_FUSE_NORM=1
-     * for every mmv path, =0 for none */
+     * where those go to mmv_i8.cu or mmv_tc.cu's 4-warp GEMV (norm_ok);
+     * MTPLX_CUDA_FUSE_NORM=1 for every mmv path, =0 for none */
     const char *fn = getenv("MTPLX_CUDA_FUSE_NORM");
     c->fuse_norm = !c->fuse || env_is_0("MTPLX_CUDA_FUSE_NORM") ? FUSE_NORM_OFF
                    : fn && strcmp(fn, "1") == 0                 ? FUSE_NORM_ALL

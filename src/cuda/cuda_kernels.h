@@ -172,10 +172,6 @@ typedef struct mtplx_cuda_mmv_job {
      * order than mtplx_cuda_rmsnorm's, so equal to it up to f32 rounding) */
     const float *norm;
     float eps;
-    /* mmv_tc.cu reads norm's weights straight from global memory instead of
-     * staging them in shared memory first (set by its launcher from
-     * MTPLX_CUDA_TC_NORM_STAGE=0) */
-    bool norm_direct;
     /* tensor cores (mmv_tc.cu) where they apply: BF16, Q8_0 and Q4_K (a
      * fused norm of at most 6144 elements), sm_80 or newer. A weight takes the same path at every n, so
      * rows stay independent of n either way. Q4_K only with mma_q4k. */

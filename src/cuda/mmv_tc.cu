@@ -218,12 +218,10 @@ __device__ __forceinline__ void load_x(const float *const (&xr)[NT], const bool 
  * (the backend's norm_ok). */
 constexpr int TC_NORM_MAX_K = 6144;
 template <int NT, int XQ>
-__device__ __forceinline__ void norm_x(float4 (&v)[NT][XQ], const float *gs, bool direct,
-                                       float (&ss)[NT]) {
+__device__ __forceinline__ void norm_x(float4 (&v)[NT][XQ], const float *gs, float (&ss)[NT]) {
 #pragma unroll
     for (int h = 0; h < XQ; h++) {
-        const float4 *gp = (const float4 *)(gs + 32 * (h >> 1) + 4 * (h & 1));
-        const float4 gv = direct ? __ldg(gp) : *gp;
+        const float4 gv = *(const float4 *)(gs + 32 * (h >> 1) + 4 * (h & 1));
 #pragma unroll
         for (int u = 0; u < NT; u++) {
             float4 &a = v[u][h];
@@ -283,9 +281,8 @@ template <int T, int MT, int NT, int U, bool TL, int W, bool NORM>
 __device__ __forceinline__ void mmv_tc_body(const mtplx_cuda_mmv_job &job, int64_t k, int64_t rb,
                                             const float *__restrict__ x, int64_t n) {
     __shared__ float red[W][16 * MT][8 * NT];
-    /* NORM: the norm's weights (k floats of dynamic shared memory unless
-     * job.norm_direct), and each warp's sums of squares of the x rows
-     * (norm_x) */
+    /* NORM: the norm's weights (k floats of dynamic shared memory), and
+     * each warp's sums of squares of the x rows (norm_x) */
     extern __shared__ __align__(16) float gsm[];
     __shared__ float ssq[W][NORM ? 8 * NT : 1];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -309,9 +306,8 @@ __device__ __forceinline__ void mmv_tc_body(const mtplx_cuda_mmv_job &job, int64
     /* the norm's weights are parameters, not the kernel before's output:
      * they go to shared memory before the wait */
     if constexpr (NORM) {
-        if (!job.norm_direct)
-            for (int64_t c = threadIdx.x; c < k / 4; c += W * 32)
-                cp_async16(gsm + 4 * c, job.norm + 4 * c);
+        for (int64_t c = threadIdx.x; c < k / 4; c += W * 32)
+            cp_async16(gsm + 4 * c, job.norm + 4 * c);
         cp_async_commit();
     }
     float ss[NT]; /* NORM: the lane's share of each x row's sum of squares */
@@ -350,11 +346,10 @@ __device__ __forceinline__ void mmv_tc_body(const mtplx_cuda_mmv_job &job, int64
          * the kernel before; x (it wrote it) only after the wait */
         if (i0 == 0) {
             pdl_wait();
-            if constexpr (NORM)
-                if (!job.norm_direct) {
-                    cp_async_wait<0>();
-                    __syncthreads(); /* every thread runs the first batch */
-                }
+            if constexpr (NORM) {
+                cp_async_wait<0>();
+                __syncthreads(); /* every thread runs the first batch */
+            }
         }
 #pragma unroll
         for (int j = 0; j < U; j++) {
@@ -367,8 +362,7 @@ __device__ __forceinline__ void mmv_tc_body(const mtplx_cuda_mmv_job &job, int64
             if (st >= nks) break;
             if constexpr (NORM) {
                 const int64_t e = st * KS + 8 * q;
-                if (e < k)
-                    norm_x<NT, XQ>(xv[j], (job.norm_direct ? job.norm : gsm) + e, job.norm_direct, ss);
+                if (e < k) norm_x<NT, XQ>(xv[j], gsm + e, ss);
             }
             if constexpr (T == MTPLX_TYPE_Q4_K) {
                 /* sub-blocks 2 c (low nibbles) and 2 c + 1 (high) of the block */
@@ -498,8 +492,10 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
                   int64_t n) {
     mmv_tc_body<T, MT, NT, U, TL, TC_WARPS, NORM>(job, k, rb, x, n);
 }
-/* the fused norm's 4-warp kernel held to three blocks an SM, as the plain
- * one gets (about 170 registers) */
+/* The fused norm's 4-warp kernel where it fits three blocks an SM, as the
+ * plain one does, with no spill (MT + NT = 3: 8B's gate/up): 186 registers
+ * otherwise, two blocks an SM, and 8B BF16 decode 4.75 ms instead of 4.46
+ * (bench/RESULTS.md section 41) */
 template <int T, int MT, int NT, int U, bool TL>
 __global__ void __launch_bounds__(TC_WARPS * 32, 3)
     mmv_tc_kernel_n3(mtplx_cuda_mmv_job job, int64_t k, int64_t rb, const float *__restrict__ x,
@@ -569,42 +565,19 @@ int bf16_warps(int64_t m) {
     return (m + 15) / 16 <= 2 * n_sm() ? 8 : TC_WARPS;
 }
 
-/* MTPLX_CUDA_TC_NORM_STAGE=0 (read once): the fused norm's weights read
- * from global memory where norm_x needs them, not staged (a measurement) */
-int norm_direct_cached = -1;
-bool norm_direct() {
-    if (norm_direct_cached < 0) {
-        const char *v = getenv("MTPLX_CUDA_TC_NORM_STAGE");
-        norm_direct_cached = v && strcmp(v, "0") == 0;
-    }
-    return norm_direct_cached == 1;
-}
-
-/* MTPLX_CUDA_TC_NORM_N3=1 (read once): the fused norm's 4-warp GEMV as
- * mmv_tc_kernel_n3 (a measurement) */
-int norm_n3_cached = -1;
-bool norm_n3() {
-    if (norm_n3_cached < 0) {
-        const char *v = getenv("MTPLX_CUDA_TC_NORM_N3");
-        norm_n3_cached = v && strcmp(v, "1") == 0;
-    }
-    return norm_n3_cached == 1;
-}
-
 template <int T, int MT, int NT, bool TL, bool NORM>
 cudaError_t launch_w(cudaStream_t st, const mtplx_cuda_mmv_job *job, int W, unsigned grid, int64_t k,
                      int64_t rb, const float *x, int64_t n) {
-    const size_t smem = NORM && !job->norm_direct ? (size_t)k * sizeof(float) : 0;
+    const size_t smem = NORM ? (size_t)k * sizeof(float) : 0;
     if constexpr (T == MTPLX_TYPE_BF16)
         if (W == 8)
             return launch_k(job->pdl, mmv_tc_kernel8<T, MT, NT, tc_u_w8(MT, NT, NORM), TL, NORM>, dim3(grid),
                             dim3(8 * 32), smem, st, *job, k, rb, x, n);
     /* (Q8_0 and Q4_K launched plainly instead: 8B decode 4-5% faster, 0.6B
      * 10-13% slower; kept as dependents, bench/RESULTS.md section 38) */
-    if constexpr (NORM)
-        if (norm_n3())
-            return launch_k(job->pdl, mmv_tc_kernel_n3<T, MT, NT, tc_u(T, MT, NT), TL>, dim3(grid),
-                            dim3(TC_WARPS * 32), smem, st, *job, k, rb, x, n);
+    if constexpr (NORM && MT + NT == 3)
+        return launch_k(job->pdl, mmv_tc_kernel_n3<T, MT, NT, tc_u(T, MT, NT), TL>, dim3(grid),
+                        dim3(TC_WARPS * 32), smem, st, *job, k, rb, x, n);
     return launch_k(job->pdl, mmv_tc_kernel<T, MT, NT, tc_u(T, MT, NT), TL, NORM>, dim3(grid),
                     dim3(TC_WARPS * 32), smem, st, *job, k, rb, x, n);
 }
@@ -625,7 +598,6 @@ cudaError_t launch_mt(cudaStream_t st, const mtplx_cuda_mmv_job *job, int W, int
                  : T == MTPLX_TYPE_Q4_K ? k / QK_K * (int64_t)sizeof(block_q4_K)
                                         : (int64_t)mtplx_cuda_q8_0_packed_row(k);
     mtplx_cuda_mmv_job j = with_trig_start(*job, rb);
-    j.norm_direct = norm_direct();
     if constexpr (T == MTPLX_TYPE_BF16)
         if (job->tiled) return launch_norm<T, MT, NT, true>(st, &j, W, grid, k, rb, x, n);
     return launch_norm<T, MT, NT, false>(st, &j, W, grid, k, rb, x, n);
