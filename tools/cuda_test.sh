@@ -23,7 +23,8 @@
 #    all of test_cuda again with every GEMV letting the next kernel launch as
 #    it starts (MTPLX_CUDA_TRIG_MB=0; by default only GEMVs of 32 MiB or more
 #    do, and the built-in model has none), and with the step attention's
-#    stages loaded by TMA (MTPLX_CUDA_ATTN_TMA=1).
+#    stages loaded by TMA (MTPLX_CUDA_ATTN_TMA=1), and with every rmsnorm
+#    fused into its GEMV (MTPLX_CUDA_FUSE_NORM=1).
 #    MTPLX_CUDA_TEST_BUILD_ONLY=1 stops after step 2 (a build for a profiler run).
 # 4. mtplx run --device cuda on models/default.gguf, greedy, 256 tokens: AR and
 #    MTP depth 1..3 with CUDA graphs on and off (MTPLX_CUDA_GRAPHS=0), and MTP
@@ -208,9 +209,12 @@ fi
 # all of test_cuda (whole-model checks included) again under switches that
 # change when kernels start or how they load, never a result: every GEMV
 # triggering its dependents as it starts (by default only large ones); the
-# step attention's stages filled by bulk copies (TMA) instead of cp.async
+# step attention's stages filled by bulk copies (TMA) instead of cp.async;
+# and with the rmsnorms fused into every GEMV (MTPLX_CUDA_FUSE_NORM=1: the
+# tensor-core BF16 GEMV's norm_x, off by default), whose results differ by
+# f32 rounding but whose checks (graphs / PDL on == off, MTP == AR) hold
 if [ $HAVE_GPU = 1 ]; then
-    for sw in MTPLX_CUDA_TRIG_MB=0 MTPLX_CUDA_ATTN_TMA=1; do
+    for sw in MTPLX_CUDA_TRIG_MB=0 MTPLX_CUDA_ATTN_TMA=1 MTPLX_CUDA_FUSE_NORM=1; do
         out="$LOGDIR/test_cuda.${sw#MTPLX_CUDA_}.out"
         (cd "$ROOT" && env "$sw" MTPLX_CUDA_TEST_BF16_MODEL="$BF16_MODEL" timeout 120 "$TEST") >"$out" 2>&1
         rc=$?

@@ -94,9 +94,9 @@
  * as a programmatic dependent of the x kernel (sm_90; MTPLX_CUDA_PDL=0: not),
  * and the layers' rmsnorms are folded into the QKV and gate/up matmuls and
  * the final norm into the output head (6 launches a layer instead of 8; the
- * x kernel applies the norm at no cost). mmv_tc.cu's 4-warp GEMV takes the
- * fused norm too (it sums the squares of the x values it loads anyway:
- * bench/RESULTS.md section 41; norm_ok). MTPLX_CUDA_FUSE_NORM=1 folds them into
+ * x kernel applies the norm at no cost). mmv_tc.cu takes a fused norm too,
+ * but not by default (no faster there: bench/RESULTS.md section 41;
+ * norm_ok). MTPLX_CUDA_FUSE_NORM=1 folds them into
  * every mmv path (on the f32 GEMV it made 0.6B BF16 decode 4% faster but n
  * = 4 worse, bench/RESULTS.md section 16), =0 into none (bench/RESULTS.md
  * section 18a).
@@ -151,7 +151,7 @@ typedef struct {
 
 enum { MAX_GRAPHS = 128, PICK_ROWS = 32 };
 /* where the rmsnorm before a matmul is fused into it (norm_ok) */
-enum { FUSE_NORM_OFF, FUSE_NORM_TC, FUSE_NORM_ALL };
+enum { FUSE_NORM_OFF, FUSE_NORM_I8, FUSE_NORM_ALL };
 /* split-k partials of the tensor-core GEMM: it splits only while its tiles
  * number fewer than the SMs, so it needs at most about 3 n_sm tiles of
  * 64 x 64 floats (6.5 MB on 132 SMs); it splits less when this is short */
@@ -505,23 +505,22 @@ static bool same_kind(const mtplx_weight *a, const mtplx_weight *b) {
 }
 
 /* The fused rmsnorm (backend.h's norm argument) for weight w: by default
- * where w goes to mmv_i8.cu, whose x kernel applies it for free, or to
- * mmv_tc.cu's 4-warp GEMV (norm_x, norms of up to 6144 elements); not its
- * 8-warp one, whose 128 registers then hold a k step fewer in flight,
- * which cost more than the rmsnorm's launch (0.6B BF16 decode 0.871-0.881
- * ms against 0.860-0.869 unfused), nor mmv.cu's f32 GEMV (its fused norm
- * made n = 4 worse). MTPLX_CUDA_FUSE_NORM=1: on every mmv path but tiled
- * BF16 past mmv_tc.cu's limit; =0 nowhere. */
+ * only where w goes to mmv_i8.cu, whose x kernel applies it for free.
+ * MTPLX_CUDA_FUSE_NORM=1: on every mmv path but tiled BF16 past mmv_tc.cu's
+ * limit (6144 elements); =0 nowhere. mmv_tc.cu's fused norm (norm_x) is
+ * as fast as rmsnorm + GEMV, not faster: its registers cost the 8-warp
+ * GEMV a k step in flight, and 8B / 1.7B / 0.6B BF16 decode moved -0.6% /
+ * +1% / -0.6% (bench/RESULTS.md section 41); the f32 GEMV's made n = 4
+ * worse (section 16). */
 static bool norm_ok(const cuda_backend *c, const float *norm, const mtplx_weight *w) {
     if (!norm) return true;
     if (c->fuse_norm == FUSE_NORM_OFF) return false;
+    if (c->paths.mma && takes_i8(c, w->type, w->k)) return true;
+    if (c->fuse_norm != FUSE_NORM_ALL) return false;
     mtplx_cuda_mmv_job j = {.mma = true, .mma_q4k = c->paths.mma_q4k, .tiled = tiles_bf16(c, w),
                             .norm = norm};
-    if (c->paths.mma && takes_i8(c, w->type, w->k)) return true;
-    if (c->paths.mma && mtplx_cuda_mmv_tc_ok(w->type, w->k, &j))
-        return c->fuse_norm == FUSE_NORM_ALL || mtplx_cuda_mmv_tc_warps(w->type, w->m) == 4;
-    /* the f32 GEMV, which cannot read tiled BF16 */
-    return c->fuse_norm == FUSE_NORM_ALL && !j.tiled;
+    /* tiled BF16 has no GEMV but mmv_tc.cu's */
+    return !j.tiled || mtplx_cuda_mmv_tc_ok(w->type, w->k, &j);
 }
 
 static void set_norm(cuda_backend *c, mtplx_cuda_mmv_job *j, const float *norm, float eps,
@@ -1083,7 +1082,7 @@ static void cu_free(mtplx_backend *be) {
               (double)c->param_bytes / 1e6, c->graphs ? "on" : "off", (long long)c->gstats.captured,
               (long long)c->gstats.replayed, (long long)c->gstats.plain, (long long)c->gstats.failed,
               c->mmv ? "on" : "off", c->mmv && c->paths.mma ? (c->paths.mma_q4k ? " (tensor cores for BF16, Q8_0, Q4_K)" : c->xq ? " (tensor cores for BF16; int8 ones for Q8_0, Q4_K)" : " (tensor cores for BF16, Q8_0)") : "",
-              c->fuse ? "on" : "off", c->fuse_norm == FUSE_NORM_ALL ? " (norms too)" : c->fuse_norm == FUSE_NORM_TC ? " (norms too, tensor-core GEMVs)" : "",
+              c->fuse ? "on" : "off", c->fuse_norm == FUSE_NORM_ALL ? " (norms too)" : c->fuse_norm == FUSE_NORM_I8 ? " (norms too, int8 paths)" : "",
               c->paths.tc ? (c->paths.tc_f32 ? "on (F32 too)" : "on") : "off",
               c->paths.tc && !c->paths.tc_split ? " without split-k" : "",
               c->paths.tc && c->paths.gemm_bf16 && c->paths.gemm_xb && c->paths.gemm_wgmma &&
@@ -1245,12 +1244,12 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     c->fuse = !env_is_0("MTPLX_CUDA_FUSE");
     /* the layers' rmsnorms inside the QKV and gate/up matmuls and the final
      * norm inside the output head (two launches a layer fewer): by default
-     * where those go to mmv_i8.cu or mmv_tc.cu's 4-warp GEMV (norm_ok);
-     * MTPLX_CUDA_FUSE_NORM=1 for every mmv path, =0 for none */
+     * where those go to mmv_i8.cu (norm_ok); MTPLX_CUDA_FUSE_NORM=1 for every
+     * mmv path, =0 for none */
     const char *fn = getenv("MTPLX_CUDA_FUSE_NORM");
     c->fuse_norm = !c->fuse || env_is_0("MTPLX_CUDA_FUSE_NORM") ? FUSE_NORM_OFF
                    : fn && strcmp(fn, "1") == 0                 ? FUSE_NORM_ALL
-                                                                : FUSE_NORM_TC;
+                                                                : FUSE_NORM_I8;
     /* with MTPLX_CUDA_ARGMAX=0, greedy decoding copies whole logits rows
      * back and picks on the host */
     const char *am = getenv("MTPLX_CUDA_ARGMAX");
