@@ -24,7 +24,8 @@
 #    it starts (MTPLX_CUDA_TRIG_MB=0; by default only GEMVs of 32 MiB or more
 #    do, and the built-in model has none), and with the step attention's
 #    stages loaded by TMA (MTPLX_CUDA_ATTN_TMA=1), and with every rmsnorm
-#    fused into its GEMV (MTPLX_CUDA_FUSE_NORM=1).
+#    fused into its GEMV (MTPLX_CUDA_FUSE_NORM=1), and with attn_kernel's
+#    early cache loads (MTPLX_CUDA_ATTN_HEAD_EARLY=1).
 #    MTPLX_CUDA_TEST_BUILD_ONLY=1 stops after step 2 (a build for a profiler run).
 # 4. mtplx run --device cuda on models/default.gguf, greedy, 256 tokens: AR and
 #    MTP depth 1..3 with CUDA graphs on and off (MTPLX_CUDA_GRAPHS=0), and MTP
@@ -212,9 +213,12 @@ fi
 # step attention's stages filled by bulk copies (TMA) instead of cp.async;
 # and with the rmsnorms fused into every GEMV (MTPLX_CUDA_FUSE_NORM=1: the
 # tensor-core BF16 GEMV's norm_x, off by default), whose results differ by
-# f32 rounding but whose checks (graphs / PDL on == off, MTP == AR) hold
+# f32 rounding but whose checks (graphs / PDL on == off, MTP == AR) hold;
+# and attn_kernel loading a captured step's cache rows before its PDL wait
+# (MTPLX_CUDA_ATTN_HEAD_EARLY=1, off by default until measured: graphs on,
+# where it loads early, against graphs off, where it cannot, bit for bit)
 if [ $HAVE_GPU = 1 ]; then
-    for sw in MTPLX_CUDA_TRIG_MB=0 MTPLX_CUDA_ATTN_TMA=1 MTPLX_CUDA_FUSE_NORM=1; do
+    for sw in MTPLX_CUDA_TRIG_MB=0 MTPLX_CUDA_ATTN_TMA=1 MTPLX_CUDA_FUSE_NORM=1 MTPLX_CUDA_ATTN_HEAD_EARLY=1; do
         out="$LOGDIR/test_cuda.${sw#MTPLX_CUDA_}.out"
         (cd "$ROOT" && env "$sw" MTPLX_CUDA_TEST_BF16_MODEL="$BF16_MODEL" timeout 120 "$TEST") >"$out" 2>&1
         rc=$?

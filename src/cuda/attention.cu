@@ -160,24 +160,54 @@ __device__ __forceinline__ void attn_runs_merge(const mtplx_cuda_attn_split &sa,
     }
 }
 
-template <bool F16>
+template <bool F16, bool EARLY>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_kernel(const float *__restrict__ q, int n_head, int n_head_kv, int hd,
                 const void *__restrict__ K, const void *__restrict__ V, int64_t pos0, float scale,
                 float *__restrict__ out, const mtplx_cuda_step *__restrict__ dyn,
                 mtplx_cuda_attn_split sa) {
-    pdl_trigger(), pdl_wait(); /* (launch_k) */
+    /* EARLY (sa.head_early), in a captured step (dyn set): each warp loads
+     * the K and V rows of its first two positions before the PDL wait where
+     * they come before the step's first position. As in attn_mma_kernel, a
+     * graph's kernels start after the step block was set by a plain launch,
+     * so those rows were written by kernels that have completed; q and the
+     * step's own rows (the q/k prep's) only after the wait. visit() does
+     * the same arithmetic on the same values either way: the same bits. */
+    pdl_trigger(); /* (launch_k) */
+    if constexpr (!EARLY) pdl_wait();
+    const bool early = EARLY && dyn != nullptr;
     pos0 += dyn_pos(dyn);
     int h = blockIdx.x, sp = blockIdx.z;
     int64_t t = blockIdx.y;
     int64_t n_kv = pos0 + t + 1;
     int ns = attn_splits(n_kv, sa);
-    if (sp >= ns || n_kv >= sa.from) return; /* (the latter: attn_group_kernel's row) */
+    if (sp >= ns || n_kv >= sa.from) { /* (the latter: attn_group_kernel's row) */
+        if constexpr (EARLY) pdl_wait(); /* (the wait keeps "completed" transitive) */
+        return;
+    }
     /* runs of len = ceil(n_kv / ns) positions; none is empty: n_kv >
      * chunk (ns - 1) and chunk >= ns (the launcher caps the splits at the
      * chunk) give n_kv > (ns - 1)^2, so (ns - 1) len < n_kv */
     int64_t len = (n_kv + ns - 1) / ns, p_end = min(n_kv, (int64_t)(sp + 1) * len);
     int kvh = h / (n_head / n_head_kv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    size_t row = (size_t)n_head_kv * hd, off = (size_t)kvh * hd;
+    int64_t p = sp * len + warp;
+    float k0[EARLY ? ATT_MAXE : 1], v0[EARLY ? ATT_MAXE : 1], k1[EARLY ? ATT_MAXE : 1],
+        v1[EARLY ? ATT_MAXE : 1];
+    bool pre0 = false, pre1 = false;
+    if constexpr (EARLY) {
+        pre0 = early && p < p_end && p < pos0;
+        pre1 = early && p + ATT_WARPS < p_end && p + ATT_WARPS < pos0;
+#pragma unroll
+        for (int e = 0; e < ATT_MAXE; e++) {
+            int j = lane + 32 * e;
+            if (pre0 && j < hd) k0[e] = kv_load<F16>(K, (size_t)p * row + off + j),
+                                v0[e] = kv_load<F16>(V, (size_t)p * row + off + j);
+            if (pre1 && j < hd) k1[e] = kv_load<F16>(K, (size_t)(p + ATT_WARPS) * row + off + j),
+                                v1[e] = kv_load<F16>(V, (size_t)(p + ATT_WARPS) * row + off + j);
+        }
+        pdl_wait();
+    }
     const float *qp = q + ((size_t)t * n_head + h) * hd;
     float qr[ATT_MAXE], acc[ATT_MAXE];
 #pragma unroll
@@ -187,14 +217,14 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         acc[e] = 0.f;
     }
     float mx = -INFINITY, sum = 0.f;
-    size_t row = (size_t)n_head_kv * hd, off = (size_t)kvh * hd;
-    for (int64_t p = sp * len + warp; p < p_end; p += ATT_WARPS) {
-        size_t base = (size_t)p * row + off;
+    /* one position: its score, then the online softmax update; kv(0, e)
+     * and kv(1, e) give element lane + 32 e of its K and V rows */
+    auto visit = [&](auto kv) {
         float s = 0.f;
 #pragma unroll
         for (int e = 0; e < ATT_MAXE; e++) {
             int j = lane + 32 * e;
-            if (j < hd) s += qr[e] * kv_load<F16>(K, base + j);
+            if (j < hd) s += qr[e] * kv(0, e);
         }
         s = warp_sum(s) * scale;
         float mn = fmaxf(mx, s), c = expf(mx - mn), pw = expf(s - mn);
@@ -202,10 +232,30 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 #pragma unroll
         for (int e = 0; e < ATT_MAXE; e++) {
             int j = lane + 32 * e;
-            if (j < hd) acc[e] = acc[e] * c + pw * kv_load<F16>(V, base + j);
+            if (j < hd) acc[e] = acc[e] * c + pw * kv(1, e);
         }
         mx = mn;
+    };
+    auto from_cache = [&](int64_t pp) {
+        size_t base = (size_t)pp * row + off;
+        return [=](int which, int e) {
+            return kv_load<F16>(which ? V : K, base + lane + 32 * e);
+        };
+    };
+    if constexpr (EARLY) {
+        /* the first two positions: preloaded, or loaded now */
+        if (p < p_end) {
+            if (pre0) visit([&](int which, int e) { return which ? v0[e] : k0[e]; });
+            else visit(from_cache(p));
+            p += ATT_WARPS;
+        }
+        if (p < p_end) {
+            if (pre1) visit([&](int which, int e) { return which ? v1[e] : k1[e]; });
+            else visit(from_cache(p));
+            p += ATT_WARPS;
+        }
     }
+    for (; p < p_end; p += ATT_WARPS) visit(from_cache(p));
     __shared__ float s_mx[ATT_WARPS], s_sum[ATT_WARPS];
     __shared__ float s_acc[ATT_WARPS][32 * ATT_MAXE];
     __shared__ bool s_last;
@@ -1230,7 +1280,8 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
      * KV head with group, per query head without), fixed by the model's
      * head counts (never by n_tok: see attn_kernel) and the scratch */
     auto split = [&](bool group) {
-        mtplx_cuda_attn_split sa = {NULL, NULL, 1, 1 << 30, 0, from, !(scr && scr->late)};
+        mtplx_cuda_attn_split sa = {NULL, NULL, 1, 1 << 30, 0, from, !(scr && scr->late),
+                                    scr && scr->head_early};
         int most = scr && scr->part ? scr->per_sm * scr->n_sm / (group ? n_head_kv : n_head) : 1;
         if (scr && most > scr->slots / n_head) most = scr->slots / n_head;
         /* no run is empty while a split takes at least as many positions
@@ -1250,7 +1301,10 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
     if (by_head) {
         mtplx_cuda_attn_split sa = split(false);
         dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)sa.splits);
-        e = launch_k(pdl, kv_type == MTPLX_TYPE_F16 ? attn_kernel<true> : attn_kernel<false>, grid,
+        const bool f16 = kv_type == MTPLX_TYPE_F16, early = sa.head_early;
+        auto kern = f16 ? (early ? attn_kernel<true, true> : attn_kernel<true, false>)
+                        : (early ? attn_kernel<false, true> : attn_kernel<false, false>);
+        e = launch_k(pdl, kern, grid,
                      dim3(ATT_WARPS * 32), 0, s, q, n_head, n_head_kv, head_dim, k, v, pos0, scale,
                      out, dyn, sa);
         pdl = true;

@@ -312,6 +312,10 @@ typedef struct {
     /* 1: attn_mma_kernel stages nothing before its PDL wait, even in a
      * captured step (MTPLX_CUDA_ATTN_EARLY=0; measurements) */
     int late;
+    /* 1: attn_kernel loads a captured step's cache rows before the step's
+     * position ahead of its PDL wait (MTPLX_CUDA_ATTN_HEAD_EARLY=1; off
+     * until measured) */
+    int head_early;
 } mtplx_cuda_attn_scratch;
 size_t mtplx_cuda_attn_part_bytes(int slots);
 /* what attn_kernel is given: the scratch, this launch's splits (and
@@ -326,6 +330,9 @@ typedef struct {
     /* attn_mma_kernel, in a captured step (dyn set): stage cache rows
      * before the step's position ahead of the PDL wait */
     int early;
+    /* attn_kernel, in a captured step: the same for its first two
+     * positions a warp (scratch's head_early) */
+    int head_early;
 } mtplx_cuda_attn_split;
 
 /* Causal GQA attention, kernels.h's mtplx_attention contract; head_dim <= 256.
