@@ -574,6 +574,53 @@ static void test_fused_case(int type, int64_t k, int64_t n) {
     free(W3), free(x), free(bias), free(y0);
 }
 
+/* A prefill's SwiGLU in the GEMM (paths.gemm_swiglu): matmul_swiglu of
+ * more rows than the GEMV takes == matmul, matmul, silu_mul, bit for bit,
+ * for BF16, Q8_0 and Q4_K, m not a multiple of a tile, with split-k
+ * (few tiles: the partials' sum applies it) and without (many); declined
+ * with the switch off. */
+static void test_gemm_swiglu(void) {
+    mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu);
+    if (!saved.tc || !saved.gemm_bf16 || !gpu->matmul_swiglu) return;
+    static const int types[] = {MTPLX_TYPE_BF16, MTPLX_TYPE_Q8_0, MTPLX_TYPE_Q4_K};
+    static const int64_t shapes[][2] = {{200, 40}, {4100, 600}}; /* m, n */
+    const int64_t k = 512;
+    for (size_t t = 0; t < 3; t++)
+        for (size_t si = 0; si < 2; si++) {
+            int type = types[t];
+            /* where matmul itself takes the pipelined GEMM: BF16 tiled, the
+             * others with gemm_q8 */
+            if (type == MTPLX_TYPE_BF16 ? !(saved.mma && saved.tile) : !saved.gemm_q8) continue;
+            int64_t m = shapes[si][0], n = shapes[si][1];
+            uint8_t *Wg = rand_weight(type, m, k), *Wu = rand_weight(type, m, k);
+            mtplx_weight g = {.type = type, .m = m, .k = k, .data = Wg}, u = {.type = type, .m = m, .k = k, .data = Wu};
+            float *x = rand_vec(n * k, 1.0f);
+            float *xd = to_dev(x, (size_t)(n * k) * sizeof(float));
+            float *ya = gpu->buf_alloc(gpu, (size_t)(n * m) * sizeof(float)),
+                  *yb = gpu->buf_alloc(gpu, (size_t)(n * m) * sizeof(float)),
+                  *h2 = gpu->buf_alloc(gpu, (size_t)(n * m) * sizeof(float));
+            mtplx_cuda_paths p = saved;
+            p.gemm_swiglu = false;
+            mtplx_cuda_set_paths(gpu, p);
+            bool declined = !gpu->matmul_swiglu(gpu, &g, &u, xd, NULL, 0.f, n, ya);
+            p.gemm_swiglu = true;
+            mtplx_cuda_set_paths(gpu, p);
+            bool took = gpu->matmul_swiglu(gpu, &g, &u, xd, NULL, 0.f, n, ya);
+            gpu->matmul(gpu, &g, NULL, xd, n, yb);
+            gpu->matmul(gpu, &u, NULL, xd, n, h2);
+            gpu->silu_mul(gpu, yb, h2, yb, n * m);
+            report(declined && took && same_dev(ya, yb, n * m),
+                   "matmul_swiglu %-4s m=%-4lld k=%lld n=%-3lld in the prefill GEMM (MTPLX_CUDA_GEMM_SWIGLU) == "
+                   "matmul, matmul, silu_mul, bit for bit%s%s",
+                   mtplx_type_info(type)->name, (long long)m, (long long)k, (long long)n,
+                   declined ? "" : " (taken with the switch off)", took ? "" : " (not taken)");
+            mtplx_cuda_set_paths(gpu, saved);
+            gpu->buf_free(gpu, xd), gpu->buf_free(gpu, ya), gpu->buf_free(gpu, yb), gpu->buf_free(gpu, h2);
+            mtplx_cuda_forget_params(gpu);
+            free(Wg), free(Wu), free(x);
+        }
+}
+
 static void test_qk_prep_case(int kv_type, bool norms);
 
 static void test_fused(void) {
@@ -1294,6 +1341,7 @@ int main(void) {
         test_matmul_tc_unaligned(MTPLX_TYPE_BF16);
         test_matmul_tc_unaligned(MTPLX_TYPE_Q4_K);
         test_fused();
+        test_gemm_swiglu();
         test_i8_pdl();
         test_tiled();
         test_w8_tiles();

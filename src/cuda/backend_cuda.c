@@ -428,17 +428,36 @@ static bool use_tc(const cuda_backend *c, const mtplx_weight *w, const void *W, 
  * MTPLX_CUDA_GEMM_BF16=0 / MTPLX_CUDA_GEMM_Q8=0); x staged in bf16 from
  * gemm_xb with paths.gemm_xb (on unless MTPLX_CUDA_GEMM_XB=0). Returns whether it ran;
  * else the caller's tc_mm_kernel does. */
+static bool pipelined_ok(const cuda_backend *c, const mtplx_weight *w, int layout, const void *W,
+                         const float *x, int64_t n) {
+    return c->paths.gemm_bf16 && (w->type == MTPLX_TYPE_BF16 || c->paths.gemm_q8) && !((uintptr_t)W & 15) &&
+           mtplx_cuda_gemm_bf16_ok(w->type, layout, w->k, x, n, c->paths.gemm_xb ? c->gemm_xb : NULL,
+                                   c->gemm_xb_bytes);
+}
+/* gate: the SwiGLU epilogue (mtplx_cuda_gemm_bf16's), b NULL */
 static bool matmul_pipelined(cuda_backend *c, const mtplx_weight *w, int layout, const void *W, size_t rb,
-                             const float *x, int64_t n, float *y, const float *b) {
-    if (!c->paths.gemm_bf16 || (w->type != MTPLX_TYPE_BF16 && !c->paths.gemm_q8) || ((uintptr_t)W & 15) ||
-        !mtplx_cuda_gemm_bf16_ok(w->type, layout, w->k, x, n, c->paths.gemm_xb ? c->gemm_xb : NULL,
-                                 c->gemm_xb_bytes))
-        return false;
-    CK(mtplx_cuda_gemm_bf16(c->stream, w->type, layout, W, rb, w->m, w->k, x, n, y, b,
+                             const float *x, int64_t n, float *y, const float *b, const float *gate) {
+    if (!pipelined_ok(c, w, layout, W, x, n)) return false;
+    CK(mtplx_cuda_gemm_bf16(c->stream, w->type, layout, W, rb, w->m, w->k, x, n, y, b, gate,
                             c->paths.tc_split ? &c->split : NULL, c->paths.gemm_xb ? c->gemm_xb : NULL,
                             c->gemm_xb_bytes, c->paths.gemm_wgmma),
        "matmul (pipelined GEMM)");
     return true;
+}
+
+/* The copy of w a prefill's GEMM reads (cu_matmul): the GEMV's (BF16
+ * tiled, Q8_0 repacked; *layout says which) where there is one, else the
+ * file's (MTPLX_CUDA_W_GGUF); *rb its bytes a row. */
+static const void *gemm_weight(cuda_backend *c, const mtplx_weight *w, int *layout, size_t *rb) {
+    *layout = mmv_layout(c, w);
+    if (*layout != MTPLX_CUDA_W_GGUF && c->mmv) {
+        *rb = *layout == MTPLX_CUDA_W_BF16_TILED ? mtplx_row_size(w->type, w->k)
+                                                  : mtplx_cuda_q8_0_packed_row(w->k);
+        return mmv_weight(c, w);
+    }
+    *layout = MTPLX_CUDA_W_GGUF;
+    *rb = mtplx_row_size(w->type, w->k);
+    return param(c, w->data, weight_bytes(w));
 }
 
 static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bias, const float *x,
@@ -452,11 +471,11 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
         return;
     }
     const float *b = param(c, bias, (size_t)w->m * sizeof(float));
-    size_t rb = mtplx_row_size(w->type, w->k);
-    int layout = mmv_layout(c, w);
+    size_t rb = mtplx_row_size(w->type, w->k), rbl;
+    int layout;
     const bool x_mmv = c->mmv && mtplx_cuda_mmv_ok(w->type, w->k, x, 1);
-    const void *Wl = layout != MTPLX_CUDA_W_GGUF && c->mmv ? mmv_weight(c, w) : NULL;
-    size_t rbl = layout == MTPLX_CUDA_W_BF16_TILED ? rb : mtplx_cuda_q8_0_packed_row(w->k);
+    const void *Wg = gemm_weight(c, w, &layout, &rbl);
+    const void *Wl = layout != MTPLX_CUDA_W_GGUF ? Wg : NULL; /* the GEMV's copy */
     /* the GEMV's copy (BF16 tiled, Q8_0 repacked) is the only one: the
      * prefill GEMM reads it too (x aligned or not: the same kernel, the same
      * bits), and rows the GEMM does not take go through the GEMV 16 at a
@@ -464,7 +483,7 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
      * (only where x is not aligned for the GEMV, which the backend's own
      * buffers always are) */
     if (Wl && use_tc(c, w, Wl, rbl, n)) {
-        if (!matmul_pipelined(c, w, layout, Wl, rbl, x, n, y, b))
+        if (!matmul_pipelined(c, w, layout, Wl, rbl, x, n, y, b, NULL))
             CK(mtplx_cuda_matmul_tc(c->stream, w->type, Wl, rbl, layout, w->m, w->k, x, n, y, b,
                                     c->paths.tc_split ? &c->split : NULL),
                "matmul (tensor cores, GEMV layout)");
@@ -481,7 +500,7 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
     }
     const void *W = param(c, w->data, weight_bytes(w));
     if (use_tc(c, w, W, rb, n)) {
-        if (!matmul_pipelined(c, w, MTPLX_CUDA_W_GGUF, W, rb, x, n, y, b))
+        if (!matmul_pipelined(c, w, MTPLX_CUDA_W_GGUF, W, rb, x, n, y, b, NULL))
             CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rb, MTPLX_CUDA_W_GGUF, w->m, w->k, x, n, y, b,
                                     c->paths.tc_split ? &c->split : NULL),
                "matmul (tensor cores)");
@@ -553,9 +572,28 @@ static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const
     return true;
 }
 
+/* A prefill's SwiGLU (paths.gemm_swiglu): the gate GEMM into out, then
+ * the up GEMM, which stores silu(out) times its results into out. Where
+ * both weights take the pipelined GEMM as cu_matmul would run them, so
+ * that it is their bits, then silu_mul's; else false (nothing issued). */
+static bool swiglu_gemm(cuda_backend *c, const mtplx_weight *gate, const mtplx_weight *up, const float *x,
+                        int64_t n, float *out) {
+    if (!c->paths.gemm_swiglu || gate->type != up->type || gate->k != up->k || gate->m != up->m) return false;
+    int lg, lu;
+    size_t rg, ru;
+    const void *Wg = gemm_weight(c, gate, &lg, &rg), *Wu = gemm_weight(c, up, &lu, &ru);
+    if (!use_tc(c, gate, Wg, rg, n) || !use_tc(c, up, Wu, ru, n) || !pipelined_ok(c, gate, lg, Wg, x, n) ||
+        !pipelined_ok(c, up, lu, Wu, x, n))
+        return false;
+    matmul_pipelined(c, gate, lg, Wg, rg, x, n, out, NULL, NULL);
+    matmul_pipelined(c, up, lu, Wu, ru, x, n, out, NULL, out);
+    return true;
+}
+
 static bool cu_matmul_swiglu(mtplx_backend *be, const mtplx_weight *gate, const mtplx_weight *up,
                              const float *x, const float *norm, float eps, int64_t n, float *out) {
     cuda_backend *c = (cuda_backend *)be;
+    if (n > MTPLX_CUDA_MMV_ROWS) return !norm && swiglu_gemm(c, gate, up, x, n, out);
     if (!fusable(c, gate, x, n) || !same_kind(gate, up) || gate->m != up->m ||
         !norm_ok(c, norm, gate))
         return false;
@@ -978,6 +1016,7 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .gemm_q8 = !env_is_0("MTPLX_CUDA_GEMM_Q8"),
                           .gemm_xb = !env_is_0("MTPLX_CUDA_GEMM_XB"),
                           .gemm_wgmma = gemm_wgmma_env(),
+                          .gemm_swiglu = env_is_1("MTPLX_CUDA_GEMM_SWIGLU"),
                           .i8_pieces = i8_pieces_env(),
                           .flash_mma = !env_is_0("MTPLX_CUDA_FLASH_MMA"),
                           .attn_group_from = attn_group_from_env(),
@@ -1078,7 +1117,7 @@ static void cu_free(mtplx_backend *be) {
     mtplx_log(MTPLX_LOG_INFO,
               "cuda: %.1f MB of weights; CUDA graphs %s: %lld captured, %lld forwards replayed, "
               "%lld plain, %lld failed captures; mmv %s%s, fusions %s%s; prefill: tensor "
-              "cores %s%s%s, flash attention %s",
+              "cores %s%s%s%s, flash attention %s",
               (double)c->param_bytes / 1e6, c->graphs ? "on" : "off", (long long)c->gstats.captured,
               (long long)c->gstats.replayed, (long long)c->gstats.plain, (long long)c->gstats.failed,
               c->mmv ? "on" : "off", c->mmv && c->paths.mma ? (c->paths.mma_q4k ? " (tensor cores for BF16, Q8_0, Q4_K)" : c->xq ? " (tensor cores for BF16; int8 ones for Q8_0, Q4_K)" : " (tensor cores for BF16, Q8_0)") : "",
@@ -1089,6 +1128,7 @@ static void cu_free(mtplx_backend *be) {
                       mtplx_cuda_wgmma_ready()
                   ? " (BF16 on wgmma)"
                   : "",
+              c->paths.tc && c->paths.gemm_bf16 && c->paths.gemm_swiglu ? " (SwiGLU in the GEMM)" : "",
               c->paths.flash ? "on" : "off");
     mtplx_cuda_forget_params(be);
     release(c);

@@ -103,6 +103,12 @@ typedef struct mtplx_cuda_paths {
      * the mma.sync kernel's, bench/RESULTS.md section 40) or 256; 0: never
      * (MTPLX_CUDA_GEMM_WGMMA=0 / 128 / 256) */
     int gemm_wgmma;
+    /* a prefill's gate and up projections as two of that GEMM, the second
+     * applying SwiGLU to the first's results as it stores (matmul_swiglu;
+     * the same bits as matmul, matmul, silu_mul; one launch and two passes
+     * over n x ffn floats fewer). Off unless MTPLX_CUDA_GEMM_SWIGLU=1 until
+     * it is measured (bench/RESULTS.md section 41). */
+    bool gemm_swiglu;
     /* mmv_i8.cu's int8 pieces of each x value: 2 (unset) or 3
      * (MTPLX_CUDA_I8_PIECES); 0: the kernel's default, 2 */
     int i8_pieces;

@@ -115,9 +115,11 @@ cudaError_t mtplx_cuda_matmul_tc(cudaStream_t s, int type, const void *W, size_t
 int mtplx_cuda_tc_split_k(const mtplx_cuda_tc_split *sp, int64_t blocks, int64_t n, int64_t m, int64_t k, int bk,
                           int min_steps, int64_t *kchunk);
 /* y[i] = part[0][i] + ... + part[splits - 1][i] (in that order) + bias[i % m]
- * over nm outputs: the split-k GEMMs' sum of their partials */
+ * over nm outputs: the split-k GEMMs' sum of their partials; with gate
+ * (and no bias) silu(gate[i]) times that sum, as mtplx_cuda_silu_mul would
+ * make it (gate may be y) */
 cudaError_t mtplx_cuda_tc_reduce(cudaStream_t s, const float *part, int splits, int64_t nm, int64_t m,
-                                 float *y, const float *bias);
+                                 float *y, const float *bias, const float *gate);
 /* The pipelined prefill GEMM (gemm_bf16.cu): BF16 in mtplx_cuda_tile_bf16's
  * layout, Q8_0 packed / int8-interleaved (row_bytes
  * mtplx_cuda_q8_0_packed_row(k)) or Q4_K in the file's layout. y[n][m] =
@@ -129,7 +131,9 @@ cudaError_t mtplx_cuda_tc_reduce(cudaStream_t s, const float *part, int splits, 
  * staged as f32 and rounded at each use (x 16-byte aligned): the same bits
  * either way, on the mma.sync kernel. With wgmma (128 / 256) and x in xb,
  * BF16 tiled weights go to gemm_wgmma.cu where it takes them: other sums'
- * order, other bits. */
+ * order, other bits. gate (no bias; may be y): the up projection of a
+ * SwiGLU, y = silu(gate) (x W^T), the bits of the GEMM, then
+ * mtplx_cuda_silu_mul. */
 bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x, int64_t n, const void *xb,
                              size_t xb_bytes);
 /* Once per device, before the first mtplx_cuda_gemm_bf16: its stages take
@@ -137,7 +141,8 @@ bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x, in
 cudaError_t mtplx_cuda_gemm_bf16_init(void);
 cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const void *W, size_t row_bytes,
                                  int64_t m, int64_t k, const float *x, int64_t n, float *y, const float *bias,
-                                 const mtplx_cuda_tc_split *split, void *xb, size_t xb_bytes, int wgmma);
+                                 const float *gate, const mtplx_cuda_tc_split *split, void *xb, size_t xb_bytes,
+                                 int wgmma);
 /* The same GEMM on Hopper's warpgroup tensor cores (gemm_wgmma.cu), for
  * BF16 tiled weights with x already in bf16 (xb: n rows of k, 16-byte
  * aligned), k % 64 == 0, on a compute capability 9.0 GPU with the file
@@ -147,7 +152,8 @@ cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const voi
 bool mtplx_cuda_gemm_wgmma_ok(int type, int layout, int64_t k);
 cudaError_t mtplx_cuda_gemm_wgmma_init(void);
 cudaError_t mtplx_cuda_gemm_wgmma(cudaStream_t s, const void *W, int64_t m, int64_t k, const void *xb, int64_t n,
-                                  float *y, const float *bias, const mtplx_cuda_tc_split *split, int bn);
+                                  float *y, const float *bias, const float *gate, const mtplx_cuda_tc_split *split,
+                                  int bn);
 /* ---- the small-n GEMV (mmv, kernels.cu): n <= MTPLX_CUDA_MMV_ROWS rows of
  * x against up to three weights of one type and one k, in one launch. Each
  * warp takes a few weight rows and reads x once for all of them, with 16-byte

@@ -115,15 +115,29 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
+/* silu(g) u, silu_mul_kernel's arithmetic, which the GEMMs' SwiGLU
+ * epilogue (gemm_store2's gate) repeats for the same bits */
+HD float silu_mul1(float g, float u) {
+    return g / (1.f + expf(-g)) * u;
+}
+
 /* The prefill GEMMs' store of two neighbouring results, y[i][r] and
  * y[i][r + 1] of y[n][m] (those below m): with split-k (part) into this
- * block's slice of the partial sums (blockIdx.z), else into y plus bias. */
-__device__ __forceinline__ void gemm_store2(float *y, float *part, const float *bias, int64_t n, int64_t m,
-                                            int64_t i, int64_t r, float v0, float v1) {
+ * block's slice of the partial sums (blockIdx.z); else with gate (an up
+ * projection's SwiGLU, gate [n][m] the gate projection's results, which
+ * may be y itself: each element is read, then written, by one thread) y =
+ * silu(gate) (v + 0), as matmul, then silu_mul would make it down to the
+ * sign of a zero; else into y plus bias. */
+__device__ __forceinline__ void gemm_store2(float *y, float *part, const float *bias, const float *gate,
+                                            int64_t n, int64_t m, int64_t i, int64_t r, float v0, float v1) {
     if (part) {
         float *o = part + ((size_t)blockIdx.z * n + i) * m + r;
         if (r < m) o[0] = v0;
         if (r + 1 < m) o[1] = v1;
+    } else if (gate) {
+        const size_t at = (size_t)i * m + r;
+        if (r < m) y[at] = silu_mul1(gate[at], v0 + 0.f);
+        if (r + 1 < m) y[at + 1] = silu_mul1(gate[at + 1], v1 + 0.f);
     } else {
         float *o = y + (size_t)i * m + r;
         if (r < m) o[0] = v0 + (bias ? bias[r] : 0.f);

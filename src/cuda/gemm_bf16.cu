@@ -155,8 +155,8 @@ __device__ __forceinline__ void gb_load(uint32_t sbase, int st, const uint8_t *_
 template <int WL, bool XB>
 __global__ void __launch_bounds__(GB_THREADS, 2)
     gemm_bf16_kernel(const uint8_t *__restrict__ W, size_t rb, int64_t m, int64_t k, const float *__restrict__ x,
-                     const uint16_t *__restrict__ xb, int64_t n, float *__restrict__ y,
-                     const float *__restrict__ bias, int64_t kchunk, float *__restrict__ part) {
+                     const uint16_t *__restrict__ xb, int64_t n, float *y, const float *__restrict__ bias,
+                     const float *gate, int64_t kchunk, float *__restrict__ part) {
     constexpr int GB_ST = gb_stages<XB>(), GB_STAGE = gb_stage<XB>(), GB_XBYTES = gb_xbytes<XB>();
     extern __shared__ __align__(16) uint8_t gb_sm[];
     const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(gb_sm);
@@ -268,7 +268,8 @@ __global__ void __launch_bounds__(GB_THREADS, 2)
             if (i >= n) continue;
 #pragma unroll
             for (int nj = 0; nj < 4; nj++) {
-                gemm_store2(y, part, bias, n, m, i, r0 + wn + 8 * nj + 2 * t, acc[mi][nj][2 * h], acc[mi][nj][2 * h + 1]);
+                gemm_store2(y, part, bias, gate, n, m, i, r0 + wn + 8 * nj + 2 * t, acc[mi][nj][2 * h],
+                            acc[mi][nj][2 * h + 1]);
             }
         }
 }
@@ -293,13 +294,13 @@ __global__ void x_bf16_kernel(const float *__restrict__ x, uint4 *__restrict__ x
 
 template <bool XB>
 cudaError_t gb_launch(cudaStream_t s, int kind, dim3 grid, const uint8_t *W, size_t rb, int64_t m, int64_t k,
-                      const float *x, const uint16_t *xb, int64_t n, float *y, const float *bias, int64_t kchunk,
-                      float *part) {
+                      const float *x, const uint16_t *xb, int64_t n, float *y, const float *bias,
+                      const float *gate, int64_t kchunk, float *part) {
     auto kern = kind == WL_BF16 ? gemm_bf16_kernel<WL_BF16, XB>
                 : kind == WL_Q8 ? gemm_bf16_kernel<WL_Q8, XB>
                 : kind == WL_Q8I ? gemm_bf16_kernel<WL_Q8I, XB>
                                  : gemm_bf16_kernel<WL_Q4K, XB>;
-    kern<<<grid, GB_THREADS, gb_smem<XB>(), s>>>(W, rb, m, k, x, xb, n, y, bias, kchunk, part);
+    kern<<<grid, GB_THREADS, gb_smem<XB>(), s>>>(W, rb, m, k, x, xb, n, y, bias, gate, kchunk, part);
     return cudaGetLastError();
 }
 
@@ -342,8 +343,10 @@ bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x, in
 
 cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const void *W, size_t rb, int64_t m,
                                  int64_t k, const float *x, int64_t n, float *y, const float *bias,
-                                 const mtplx_cuda_tc_split *sp, void *xb, size_t xb_bytes, int wgmma) {
-    if (!mtplx_cuda_gemm_bf16_ok(type, layout, k, x, n, xb, xb_bytes) || ((uintptr_t)W & 15) || rb % 16)
+                                 const float *gate, const mtplx_cuda_tc_split *sp, void *xb, size_t xb_bytes,
+                                 int wgmma) {
+    if (!mtplx_cuda_gemm_bf16_ok(type, layout, k, x, n, xb, xb_bytes) || ((uintptr_t)W & 15) || rb % 16 ||
+        (gate && bias))
         return cudaErrorInvalidValue;
     if (n <= 0 || m <= 0) return cudaSuccess;
     const bool use_xb = xb_fits(xb, xb_bytes, n, k);
@@ -354,7 +357,7 @@ cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const voi
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return e;
         if (wgmma && mtplx_cuda_gemm_wgmma_ok(type, layout, k))
-            return mtplx_cuda_gemm_wgmma(s, W, m, k, xb, n, y, bias, sp, wgmma);
+            return mtplx_cuda_gemm_wgmma(s, W, m, k, xb, n, y, bias, gate, sp, wgmma);
     }
     const int64_t gx = (m + GB_BN - 1) / GB_BN, gy = (n + GB_BM - 1) / GB_BM;
     int64_t kchunk; /* split-k as tc_mm_kernel's, runs of at least four 32-element steps */
@@ -363,11 +366,11 @@ cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const voi
     dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)splits);
     const int kind = gb_kind(type, layout, k);
     cudaError_t e = use_xb ? gb_launch<true>(s, kind, grid, (const uint8_t *)W, rb, m, k, x, (const uint16_t *)xb,
-                                             n, y, bias, kchunk, part)
+                                             n, y, bias, gate, kchunk, part)
                            : gb_launch<false>(s, kind, grid, (const uint8_t *)W, rb, m, k, x, NULL, n, y, bias,
-                                              kchunk, part);
+                                              gate, kchunk, part);
     if (e != cudaSuccess || !part) return e;
-    return mtplx_cuda_tc_reduce(s, part, splits, n * m, m, y, bias);
+    return mtplx_cuda_tc_reduce(s, part, splits, n * m, m, y, bias, gate);
 }
 
 } // extern "C"

@@ -128,7 +128,7 @@ __device__ __forceinline__ void wg_load(uint32_t xs, const uint8_t *__restrict__
 template <int BN, int ST>
 __global__ void __launch_bounds__(WG_THREADS, 1)
     gemm_wgmma_kernel(const uint8_t *__restrict__ W, int64_t m, int64_t k, const uint16_t *__restrict__ xb,
-                      int64_t n, float *__restrict__ y, const float *__restrict__ bias, int64_t kchunk,
+                      int64_t n, float *y, const float *__restrict__ bias, const float *gate, int64_t kchunk,
                       float *__restrict__ part) {
 #if WG_HAVE
     static_assert(BN == 128 || BN == 256, "BN: one or two wgmma n128");
@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 #pragma unroll
             for (int j = 0; j < 16; j++) {
                 const int64_t r = r0 + 128 * h + 8 * j + 2 * (lane & 3);
-                gemm_store2(y, part, bias, n, m, i, r, acc[h][4 * j + 2 * q], acc[h][4 * j + 2 * q + 1]);
+                gemm_store2(y, part, bias, gate, n, m, i, r, acc[h][4 * j + 2 * q], acc[h][4 * j + 2 * q + 1]);
             }
     }
 #else
@@ -245,10 +245,11 @@ cudaError_t mtplx_cuda_gemm_wgmma_init(void) {
 }
 
 cudaError_t mtplx_cuda_gemm_wgmma(cudaStream_t s, const void *W, int64_t m, int64_t k, const void *xb, int64_t n,
-                                  float *y, const float *bias, const mtplx_cuda_tc_split *sp, int bn) {
+                                  float *y, const float *bias, const float *gate, const mtplx_cuda_tc_split *sp,
+                                  int bn) {
 #if WG_HAVE
     if (!mtplx_cuda_gemm_wgmma_ok(MTPLX_TYPE_BF16, MTPLX_CUDA_W_BF16_TILED, k) || ((uintptr_t)W & 15) ||
-        ((uintptr_t)xb & 15) || (bn != 128 && bn != 256))
+        ((uintptr_t)xb & 15) || (bn != 128 && bn != 256) || (gate && bias))
         return cudaErrorInvalidValue;
     if (n <= 0 || m <= 0) return cudaSuccess;
     const int64_t gx = (m + bn - 1) / bn, gy = (n + WG_BM - 1) / WG_BM;
@@ -258,15 +259,15 @@ cudaError_t mtplx_cuda_gemm_wgmma(cudaStream_t s, const void *W, int64_t m, int6
     const dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)splits);
     if (bn == 256)
         gemm_wgmma_kernel<256, WG_ST256><<<grid, WG_THREADS, wg_smem<256, WG_ST256>(), s>>>(
-            (const uint8_t *)W, m, k, (const uint16_t *)xb, n, y, bias, kchunk, part);
+            (const uint8_t *)W, m, k, (const uint16_t *)xb, n, y, bias, gate, kchunk, part);
     else
         gemm_wgmma_kernel<128, WG_ST128><<<grid, WG_THREADS, wg_smem<128, WG_ST128>(), s>>>(
-            (const uint8_t *)W, m, k, (const uint16_t *)xb, n, y, bias, kchunk, part);
+            (const uint8_t *)W, m, k, (const uint16_t *)xb, n, y, bias, gate, kchunk, part);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess || !part) return e;
-    return mtplx_cuda_tc_reduce(s, part, splits, n * m, m, y, bias);
+    return mtplx_cuda_tc_reduce(s, part, splits, n * m, m, y, bias, gate);
 #else
-    (void)s, (void)W, (void)m, (void)k, (void)xb, (void)n, (void)y, (void)bias, (void)sp, (void)bn;
+    (void)s, (void)W, (void)m, (void)k, (void)xb, (void)n, (void)y, (void)bias, (void)gate, (void)sp, (void)bn;
     return cudaErrorNotSupported;
 #endif
 }

@@ -433,14 +433,16 @@ __global__ void __launch_bounds__(TC_THREADS)
     }
 }
 
-/* y[i] = part[0][i] + part[1][i] + ... (in that order) + bias, over n m outputs */
+/* y[i] = part[0][i] + part[1][i] + ... (in that order) + bias, over n m
+ * outputs; with gate (no bias): silu(gate[i]) (that sum + 0), gemm_store2's
+ * SwiGLU (gate may be y) */
 __global__ void tc_reduce_kernel(const float *__restrict__ part, int splits, int64_t nm, int64_t m,
-                                 float *__restrict__ y, const float *__restrict__ bias) {
+                                 float *y, const float *__restrict__ bias, const float *gate) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nm) return;
     float v = part[i];
     for (int s = 1; s < splits; s++) v += part[(size_t)s * nm + i];
-    y[i] = v + (bias ? bias[i % m] : 0.f);
+    y[i] = gate ? silu_mul1(gate[i], v + 0.f) : v + (bias ? bias[i % m] : 0.f);
 }
 
 constexpr int TC_MAX_SPLITS = 8;
@@ -464,9 +466,9 @@ extern "C" int mtplx_cuda_tc_split_k(const mtplx_cuda_tc_split *sp, int64_t bloc
 }
 
 extern "C" cudaError_t mtplx_cuda_tc_reduce(cudaStream_t s, const float *part, int splits, int64_t nm, int64_t m,
-                                            float *y, const float *bias) {
+                                            float *y, const float *bias, const float *gate) {
     if (nm <= 0) return cudaSuccess;
-    tc_reduce_kernel<<<(unsigned)((nm + 255) / 256), 256, 0, s>>>(part, splits, nm, m, y, bias);
+    tc_reduce_kernel<<<(unsigned)((nm + 255) / 256), 256, 0, s>>>(part, splits, nm, m, y, bias, gate);
     return cudaGetLastError();
 }
 
@@ -484,7 +486,7 @@ cudaError_t launch_tc(cudaStream_t s, const void *W, size_t rb, int layout, int6
         <<<grid, TC_THREADS, 0, s>>>((const uint8_t *)W, rb, layout, m, k, x, n, y, bias, xvec, kchunk, part);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess || !part) return e;
-    return mtplx_cuda_tc_reduce(s, part, splits, n * m, m, y, bias);
+    return mtplx_cuda_tc_reduce(s, part, splits, n * m, m, y, bias, NULL);
 }
 
 /* ---- get_rows: out row i = W row ids[i] (ids in device memory) or, with
@@ -570,7 +572,7 @@ __global__ void rope_kernel(float *x, int64_t n, int n_head, int head_dim, int64
 
 __global__ void silu_mul_kernel(const float *g, const float *u, float *out, int64_t n) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = g[i] / (1.f + expf(-g[i])) * u[i];
+    if (i < n) out[i] = silu_mul1(g[i], u[i]);
 }
 
 __global__ void add_kernel(float *y, const float *x, int64_t n) {
