@@ -422,19 +422,21 @@ static bool use_tc(const cuda_backend *c, const mtplx_weight *w, const void *W, 
            mtplx_cuda_matmul_tc_ok(w->type, W, rb, w->k);
 }
 
-/* A prefill's GEMM of w (W in layout, rb bytes a row) through gemm_bf16.cu's
- * pipelined kernel, where it takes it: BF16 tiled by default
- * (paths.gemm_bf16), Q8_0 and Q4_K with paths.gemm_q8 (both on unless
- * MTPLX_CUDA_GEMM_BF16=0 / MTPLX_CUDA_GEMM_Q8=0); x staged in bf16 from
- * gemm_xb with paths.gemm_xb (on unless MTPLX_CUDA_GEMM_XB=0). Returns whether it ran;
- * else the caller's tc_mm_kernel does. */
+/* Whether matmul_pipelined takes w (W in layout) for x of n rows. */
 static bool pipelined_ok(const cuda_backend *c, const mtplx_weight *w, int layout, const void *W,
                          const float *x, int64_t n) {
     return c->paths.gemm_bf16 && (w->type == MTPLX_TYPE_BF16 || c->paths.gemm_q8) && !((uintptr_t)W & 15) &&
            mtplx_cuda_gemm_bf16_ok(w->type, layout, w->k, x, n, c->paths.gemm_xb ? c->gemm_xb : NULL,
                                    c->gemm_xb_bytes);
 }
-/* gate: the SwiGLU epilogue (mtplx_cuda_gemm_bf16's), b NULL */
+
+/* A prefill's GEMM of w (W in layout, rb bytes a row) through gemm_bf16.cu's
+ * pipelined kernel, where it takes it: BF16 tiled by default
+ * (paths.gemm_bf16), Q8_0 and Q4_K with paths.gemm_q8 (both on unless
+ * MTPLX_CUDA_GEMM_BF16=0 / MTPLX_CUDA_GEMM_Q8=0); x staged in bf16 from
+ * gemm_xb with paths.gemm_xb (on unless MTPLX_CUDA_GEMM_XB=0); gate: the
+ * SwiGLU epilogue (mtplx_cuda_gemm_bf16's), b NULL. Returns whether it ran;
+ * else the caller's tc_mm_kernel does. */
 static bool matmul_pipelined(cuda_backend *c, const mtplx_weight *w, int layout, const void *W, size_t rb,
                              const float *x, int64_t n, float *y, const float *b, const float *gate) {
     if (!pipelined_ok(c, w, layout, W, x, n)) return false;
@@ -534,7 +536,7 @@ static bool same_kind(const mtplx_weight *a, const mtplx_weight *b) {
 static bool norm_ok(const cuda_backend *c, const float *norm, const mtplx_weight *w) {
     if (!norm) return true;
     if (c->fuse_norm == FUSE_NORM_OFF) return false;
-    if (c->paths.mma && takes_i8(c, w->type, w->k)) return true;
+    if (takes_i8(c, w->type, w->k)) return true;
     if (c->fuse_norm != FUSE_NORM_ALL) return false;
     mtplx_cuda_mmv_job j = {.mma = true, .mma_q4k = c->paths.mma_q4k, .tiled = tiles_bf16(c, w),
                             .norm = norm};
