@@ -574,14 +574,15 @@ static void test_fused_case(int type, int64_t k, int64_t n) {
     free(W3), free(x), free(bias), free(y0);
 }
 
-/* A prefill's SwiGLU in the GEMM (paths.gemm_swiglu): matmul_swiglu of
- * more rows than the GEMV takes == matmul, matmul, silu_mul, bit for bit,
- * for BF16, Q8_0 and Q4_K, m not a multiple of a tile, with split-k
- * (few tiles: the partials' sum applies it) and without (many); declined
- * with the switch off. */
-static void test_gemm_swiglu(void) {
+/* A prefill's fused GEMM groups (paths.gemm_fuse): matmul_multi (three
+ * weights, a bias) and matmul_swiglu of more rows than the GEMV takes ==
+ * 3 matmuls, and matmul, matmul, silu_mul, bit for bit, for BF16, Q8_0 and
+ * Q4_K, m not a multiple of a tile, with split-k (few tiles: the partials'
+ * sum applies the SwiGLU) and without (many); declined with the switch
+ * off. */
+static void test_gemm_fuse(void) {
     mtplx_cuda_paths saved = mtplx_cuda_get_paths(gpu);
-    if (!saved.tc || !saved.gemm_bf16 || !gpu->matmul_swiglu) return;
+    if (!saved.tc || !saved.gemm_bf16 || !gpu->matmul_swiglu || !gpu->matmul_multi) return;
     static const int types[] = {MTPLX_TYPE_BF16, MTPLX_TYPE_Q8_0, MTPLX_TYPE_Q4_K};
     static const int64_t shapes[][2] = {{200, 40}, {4100, 600}}; /* m, n */
     const int64_t k = 512;
@@ -592,32 +593,60 @@ static void test_gemm_swiglu(void) {
              * others with gemm_q8 */
             if (type == MTPLX_TYPE_BF16 ? !(saved.mma && saved.tile) : !saved.gemm_q8) continue;
             int64_t m = shapes[si][0], n = shapes[si][1];
-            uint8_t *Wg = rand_weight(type, m, k), *Wu = rand_weight(type, m, k);
-            mtplx_weight g = {.type = type, .m = m, .k = k, .data = Wg}, u = {.type = type, .m = m, .k = k, .data = Wu};
-            float *x = rand_vec(n * k, 1.0f);
+            /* gate (also Q), up, K, V */
+            int64_t ms[4] = {m, m, m / 4 + 3, m / 4 + 3};
+            uint8_t *W[4];
+            mtplx_weight w[4];
+            for (int j = 0; j < 4; j++) {
+                W[j] = rand_weight(type, ms[j], k);
+                w[j] = (mtplx_weight){.type = type, .m = ms[j], .k = k, .data = W[j]};
+            }
+            const mtplx_weight *qkv[3] = {&w[0], &w[2], &w[3]};
+            float *x = rand_vec(n * k, 1.0f), *bias = rand_vec(ms[2], 1.0f);
+            const float *bs[3] = {NULL, bias, NULL};
             float *xd = to_dev(x, (size_t)(n * k) * sizeof(float));
-            float *ya = gpu->buf_alloc(gpu, (size_t)(n * m) * sizeof(float)),
-                  *yb = gpu->buf_alloc(gpu, (size_t)(n * m) * sizeof(float)),
-                  *h2 = gpu->buf_alloc(gpu, (size_t)(n * m) * sizeof(float));
+            float *ya[3], *yb[3];
+            for (int j = 0; j < 3; j++) {
+                ya[j] = gpu->buf_alloc(gpu, (size_t)(n * m) * sizeof(float));
+                yb[j] = gpu->buf_alloc(gpu, (size_t)(n * m) * sizeof(float));
+            }
             mtplx_cuda_paths p = saved;
-            p.gemm_swiglu = false;
+            p.gemm_fuse = false;
             mtplx_cuda_set_paths(gpu, p);
-            bool declined = !gpu->matmul_swiglu(gpu, &g, &u, xd, NULL, 0.f, n, ya);
-            p.gemm_swiglu = true;
+            bool declined = !gpu->matmul_swiglu(gpu, &w[0], &w[1], xd, NULL, 0.f, n, ya[0]) &&
+                            !gpu->matmul_multi(gpu, 3, qkv, bs, xd, NULL, 0.f, n, ya);
+            p.gemm_fuse = true;
             mtplx_cuda_set_paths(gpu, p);
-            bool took = gpu->matmul_swiglu(gpu, &g, &u, xd, NULL, 0.f, n, ya);
-            gpu->matmul(gpu, &g, NULL, xd, n, yb);
-            gpu->matmul(gpu, &u, NULL, xd, n, h2);
-            gpu->silu_mul(gpu, yb, h2, yb, n * m);
-            report(declined && took && same_dev(ya, yb, n * m),
-                   "matmul_swiglu %-4s m=%-4lld k=%lld n=%-3lld in the prefill GEMM (MTPLX_CUDA_GEMM_SWIGLU) == "
+            /* gate / up */
+            bool took = gpu->matmul_swiglu(gpu, &w[0], &w[1], xd, NULL, 0.f, n, ya[0]);
+            gpu->matmul(gpu, &w[0], NULL, xd, n, yb[0]);
+            gpu->matmul(gpu, &w[1], NULL, xd, n, yb[1]);
+            gpu->silu_mul(gpu, yb[0], yb[1], yb[0], n * m);
+            report(declined && took && same_dev(ya[0], yb[0], n * m),
+                   "matmul_swiglu %-4s m=%-4lld k=%lld n=%-3lld in the prefill GEMM (MTPLX_CUDA_GEMM_FUSE) == "
                    "matmul, matmul, silu_mul, bit for bit%s%s",
                    mtplx_type_info(type)->name, (long long)m, (long long)k, (long long)n,
                    declined ? "" : " (taken with the switch off)", took ? "" : " (not taken)");
+            /* Q, K (a bias), V */
+            took = gpu->matmul_multi(gpu, 3, qkv, bs, xd, NULL, 0.f, n, ya);
+            bool same = took;
+            for (int j = 0; j < 3; j++) {
+                gpu->matmul(gpu, qkv[j], bs[j], xd, n, yb[j]);
+                same = same && same_dev(ya[j], yb[j], n * qkv[j]->m);
+            }
+            report(declined && same,
+                   "matmul_multi %-4s m=%-4lld k=%lld n=%-3lld (3 weights, a bias) in the prefill GEMM "
+                   "(MTPLX_CUDA_GEMM_FUSE) == 3 matmuls, bit for bit%s%s",
+                   mtplx_type_info(type)->name, (long long)m, (long long)k, (long long)n,
+                   declined ? "" : " (taken with the switch off)", took ? "" : " (not taken)");
             mtplx_cuda_set_paths(gpu, saved);
-            gpu->buf_free(gpu, xd), gpu->buf_free(gpu, ya), gpu->buf_free(gpu, yb), gpu->buf_free(gpu, h2);
+            gpu->buf_free(gpu, xd);
+            for (int j = 0; j < 3; j++)
+                gpu->buf_free(gpu, ya[j]), gpu->buf_free(gpu, yb[j]);
             mtplx_cuda_forget_params(gpu);
-            free(Wg), free(Wu), free(x);
+            for (int j = 0; j < 4; j++)
+                free(W[j]);
+            free(x), free(bias);
         }
 }
 
@@ -1341,7 +1370,7 @@ int main(void) {
         test_matmul_tc_unaligned(MTPLX_TYPE_BF16);
         test_matmul_tc_unaligned(MTPLX_TYPE_Q4_K);
         test_fused();
-        test_gemm_swiglu();
+        test_gemm_fuse();
         test_i8_pdl();
         test_tiled();
         test_w8_tiles();

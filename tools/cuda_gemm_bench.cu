@@ -93,11 +93,11 @@ int main(int argc, char **argv) {
             }, 20, 3);
             double t1 = launch_median_ms(st, [&] {
                 CK(mtplx_cuda_gemm_bf16(st, MTPLX_TYPE_BF16, MTPLX_CUDA_W_BF16_TILED, W, (size_t)S.k * 2, S.m, S.k, x,
-                                        n, y1, NULL, NULL, &sp, NULL, 0, 0));
+                                        n, y1, NULL, NULL, &sp, NULL, 0, 0, false));
             }, 20, 3);
             double t2 = launch_median_ms(st, [&] {
                 CK(mtplx_cuda_gemm_bf16(st, MTPLX_TYPE_BF16, MTPLX_CUDA_W_BF16_TILED, W, (size_t)S.k * 2, S.m, S.k, x,
-                                        n, y2, NULL, NULL, &sp, xb, xb_bytes, 0));
+                                        n, y2, NULL, NULL, &sp, xb, xb_bytes, 0, false));
             }, 20, 3);
             std::vector<float> a((size_t)n * S.m), b((size_t)n * S.m), c((size_t)n * S.m);
             CK(cudaStreamSynchronize(st));
@@ -118,7 +118,7 @@ int main(int argc, char **argv) {
                     CK(cudaMemsetAsync(y0, 0xFF, (size_t)n * S.m * 4, st)); /* NaN until written */
                     tw[b] = launch_median_ms(st, [&] {
                         CK(mtplx_cuda_gemm_bf16(st, MTPLX_TYPE_BF16, MTPLX_CUDA_W_BF16_TILED, W, (size_t)S.k * 2, S.m,
-                                                S.k, x, n, y0, NULL, NULL, &sp, xb, xb_bytes, 128 * (b + 1)));
+                                                S.k, x, n, y0, NULL, NULL, &sp, xb, xb_bytes, 128 * (b + 1), false));
                     }, 20, 3);
                     CK(cudaStreamSynchronize(st));
                     CK(cudaMemcpy(a.data(), y0, a.size() * 4, cudaMemcpyDeviceToHost));

@@ -435,14 +435,16 @@ static bool pipelined_ok(const cuda_backend *c, const mtplx_weight *w, int layou
  * (paths.gemm_bf16), Q8_0 and Q4_K with paths.gemm_q8 (both on unless
  * MTPLX_CUDA_GEMM_BF16=0 / MTPLX_CUDA_GEMM_Q8=0); x staged in bf16 from
  * gemm_xb with paths.gemm_xb (on unless MTPLX_CUDA_GEMM_XB=0); gate: the
- * SwiGLU epilogue (mtplx_cuda_gemm_bf16's), b NULL. Returns whether it ran;
- * else the caller's tc_mm_kernel does. */
+ * SwiGLU epilogue (mtplx_cuda_gemm_bf16's), b NULL; xb_ready: gemm_xb
+ * already holds x (the GEMM before was of the same x, n and k: gemm_group).
+ * Returns whether it ran; else the caller's tc_mm_kernel does. */
 static bool matmul_pipelined(cuda_backend *c, const mtplx_weight *w, int layout, const void *W, size_t rb,
-                             const float *x, int64_t n, float *y, const float *b, const float *gate) {
+                             const float *x, int64_t n, float *y, const float *b, const float *gate,
+                             bool xb_ready) {
     if (!pipelined_ok(c, w, layout, W, x, n)) return false;
     CK(mtplx_cuda_gemm_bf16(c->stream, w->type, layout, W, rb, w->m, w->k, x, n, y, b, gate,
                             c->paths.tc_split ? &c->split : NULL, c->paths.gemm_xb ? c->gemm_xb : NULL,
-                            c->gemm_xb_bytes, c->paths.gemm_wgmma),
+                            c->gemm_xb_bytes, c->paths.gemm_wgmma, xb_ready),
        "matmul (pipelined GEMM)");
     return true;
 }
@@ -485,7 +487,7 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
      * (only where x is not aligned for the GEMV, which the backend's own
      * buffers always are) */
     if (Wl && use_tc(c, w, Wl, rbl, n)) {
-        if (!matmul_pipelined(c, w, layout, Wl, rbl, x, n, y, b, NULL))
+        if (!matmul_pipelined(c, w, layout, Wl, rbl, x, n, y, b, NULL, false))
             CK(mtplx_cuda_matmul_tc(c->stream, w->type, Wl, rbl, layout, w->m, w->k, x, n, y, b,
                                     c->paths.tc_split ? &c->split : NULL),
                "matmul (tensor cores, GEMV layout)");
@@ -502,7 +504,7 @@ static void cu_matmul(mtplx_backend *be, const mtplx_weight *w, const float *bia
     }
     const void *W = param(c, w->data, weight_bytes(w));
     if (use_tc(c, w, W, rb, n)) {
-        if (!matmul_pipelined(c, w, MTPLX_CUDA_W_GGUF, W, rb, x, n, y, b, NULL))
+        if (!matmul_pipelined(c, w, MTPLX_CUDA_W_GGUF, W, rb, x, n, y, b, NULL, false))
             CK(mtplx_cuda_matmul_tc(c->stream, w->type, W, rb, MTPLX_CUDA_W_GGUF, w->m, w->k, x, n, y, b,
                                     c->paths.tc_split ? &c->split : NULL),
                "matmul (tensor cores)");
@@ -550,10 +552,38 @@ static void set_norm(cuda_backend *c, mtplx_cuda_mmv_job *j, const float *norm, 
     j->eps = eps;
 }
 
+/* A prefill's group of GEMMs of one x (paths.gemm_fuse): Q, K and V
+ * (swiglu false, y[i] += nothing: y[i] = x w[i]^T + bias[i]), or gate and
+ * up (swiglu: y[0] = silu(x gate^T) (x up^T), the up GEMM's epilogue
+ * applying it over the gate GEMM's results in y[0]). x goes to bf16 once,
+ * for the first GEMM, and the others read that copy. Only where every
+ * weight takes the pipelined GEMM as cu_matmul would run it, so that the
+ * results are the bits of the plain matmuls (and silu_mul); else false,
+ * nothing issued. */
+static bool gemm_group(cuda_backend *c, int nw, const mtplx_weight *const *w, const float *const *bias,
+                       const float *x, int64_t n, float *const *y, bool swiglu) {
+    if (!c->paths.gemm_fuse || n <= MTPLX_CUDA_MMV_ROWS) return false;
+    int layout[3];
+    size_t rb[3];
+    const void *W[3];
+    for (int i = 0; i < nw; i++) {
+        if (w[i]->type != w[0]->type || w[i]->k != w[0]->k) return false;
+        W[i] = gemm_weight(c, w[i], &layout[i], &rb[i]);
+        if (!use_tc(c, w[i], W[i], rb[i], n) || !pipelined_ok(c, w[i], layout[i], W[i], x, n)) return false;
+    }
+    for (int i = 0; i < nw; i++) {
+        const float *b = swiglu ? NULL : param(c, bias[i], (size_t)w[i]->m * sizeof(float));
+        matmul_pipelined(c, w[i], layout[i], W[i], rb[i], x, n, swiglu ? y[0] : y[i], b,
+                         swiglu && i == 1 ? y[0] : NULL, i > 0);
+    }
+    return true;
+}
+
 static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const *w,
                             const float *const *bias, const float *x, const float *norm, float eps,
                             int64_t n, float *const *y) {
     cuda_backend *c = (cuda_backend *)be;
+    if (n > MTPLX_CUDA_MMV_ROWS) return nw >= 1 && nw <= 3 && !norm && gemm_group(c, nw, w, bias, x, n, y, false);
     if (nw < 1 || nw > 3 || !fusable(c, w[0], x, n) || !norm_ok(c, norm, w[0])) return false;
     for (int i = 1; i < nw; i++)
         if (!same_kind(w[i], w[0])) return false;
@@ -574,28 +604,13 @@ static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const
     return true;
 }
 
-/* A prefill's SwiGLU (paths.gemm_swiglu): the gate GEMM into out, then
- * the up GEMM, which stores silu(out) times its results into out. Where
- * both weights take the pipelined GEMM as cu_matmul would run them, so
- * that it is their bits, then silu_mul's; else false (nothing issued). */
-static bool swiglu_gemm(cuda_backend *c, const mtplx_weight *gate, const mtplx_weight *up, const float *x,
-                        int64_t n, float *out) {
-    if (!c->paths.gemm_swiglu || gate->type != up->type || gate->k != up->k || gate->m != up->m) return false;
-    int lg, lu;
-    size_t rg, ru;
-    const void *Wg = gemm_weight(c, gate, &lg, &rg), *Wu = gemm_weight(c, up, &lu, &ru);
-    if (!use_tc(c, gate, Wg, rg, n) || !use_tc(c, up, Wu, ru, n) || !pipelined_ok(c, gate, lg, Wg, x, n) ||
-        !pipelined_ok(c, up, lu, Wu, x, n))
-        return false;
-    matmul_pipelined(c, gate, lg, Wg, rg, x, n, out, NULL, NULL);
-    matmul_pipelined(c, up, lu, Wu, ru, x, n, out, NULL, out);
-    return true;
-}
-
 static bool cu_matmul_swiglu(mtplx_backend *be, const mtplx_weight *gate, const mtplx_weight *up,
                              const float *x, const float *norm, float eps, int64_t n, float *out) {
     cuda_backend *c = (cuda_backend *)be;
-    if (n > MTPLX_CUDA_MMV_ROWS) return !norm && swiglu_gemm(c, gate, up, x, n, out);
+    if (n > MTPLX_CUDA_MMV_ROWS) {
+        const mtplx_weight *gu[2] = {gate, up};
+        return !norm && gate->m == up->m && gemm_group(c, 2, gu, NULL, x, n, &out, true);
+    }
     if (!fusable(c, gate, x, n) || !same_kind(gate, up) || gate->m != up->m ||
         !norm_ok(c, norm, gate))
         return false;
@@ -1018,7 +1033,7 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .gemm_q8 = !env_is_0("MTPLX_CUDA_GEMM_Q8"),
                           .gemm_xb = !env_is_0("MTPLX_CUDA_GEMM_XB"),
                           .gemm_wgmma = gemm_wgmma_env(),
-                          .gemm_swiglu = env_is_1("MTPLX_CUDA_GEMM_SWIGLU"),
+                          .gemm_fuse = env_is_1("MTPLX_CUDA_GEMM_FUSE"),
                           .i8_pieces = i8_pieces_env(),
                           .flash_mma = !env_is_0("MTPLX_CUDA_FLASH_MMA"),
                           .attn_group_from = attn_group_from_env(),
@@ -1130,7 +1145,7 @@ static void cu_free(mtplx_backend *be) {
                       mtplx_cuda_wgmma_ready()
                   ? " (BF16 on wgmma)"
                   : "",
-              c->paths.tc && c->paths.gemm_bf16 && c->paths.gemm_swiglu ? " (SwiGLU in the GEMM)" : "",
+              c->paths.tc && c->paths.gemm_bf16 && c->paths.gemm_fuse ? " (QKV, gate/up fused)" : "",
               c->paths.flash ? "on" : "off");
     mtplx_cuda_forget_params(be);
     release(c);

@@ -103,12 +103,14 @@ typedef struct mtplx_cuda_paths {
      * the mma.sync kernel's, bench/RESULTS.md section 40) or 256; 0: never
      * (MTPLX_CUDA_GEMM_WGMMA=0 / 128 / 256) */
     int gemm_wgmma;
-    /* a prefill's gate and up projections as two of that GEMM, the second
-     * applying SwiGLU to the first's results as it stores (matmul_swiglu;
-     * the same bits as matmul, matmul, silu_mul; one launch and two passes
-     * over n x ffn floats fewer). Off unless MTPLX_CUDA_GEMM_SWIGLU=1 until
-     * it is measured (bench/RESULTS.md section 41). */
-    bool gemm_swiglu;
+    /* a prefill's Q, K and V GEMMs (matmul_multi) read one bf16 copy of
+     * x, and its gate and up GEMMs (matmul_swiglu) too, the up GEMM
+     * applying SwiGLU to the gate's results as it stores: the same bits as
+     * the plain matmuls (and silu_mul), three x conversions, a launch and
+     * two passes over n x ffn floats a layer fewer. Off unless
+     * MTPLX_CUDA_GEMM_FUSE=1 until it is measured (bench/RESULTS.md
+     * section 41). */
+    bool gemm_fuse;
     /* mmv_i8.cu's int8 pieces of each x value: 2 (unset) or 3
      * (MTPLX_CUDA_I8_PIECES); 0: the kernel's default, 2 */
     int i8_pieces;

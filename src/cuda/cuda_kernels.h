@@ -133,7 +133,9 @@ cudaError_t mtplx_cuda_tc_reduce(cudaStream_t s, const float *part, int splits, 
  * BF16 tiled weights go to gemm_wgmma.cu where it takes them: other sums'
  * order, other bits. gate (no bias; may be y): the up projection of a
  * SwiGLU, y = silu(gate) (x W^T), the bits of the GEMM, then
- * mtplx_cuda_silu_mul. */
+ * mtplx_cuda_silu_mul. xb_ready: xb already holds this x in bf16 (the GEMM
+ * before, of the same x, n and k, staged it there and nothing wrote x
+ * since): not rounded again. */
 bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x, int64_t n, const void *xb,
                              size_t xb_bytes);
 /* Once per device, before the first mtplx_cuda_gemm_bf16: its stages take
@@ -142,7 +144,7 @@ cudaError_t mtplx_cuda_gemm_bf16_init(void);
 cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const void *W, size_t row_bytes,
                                  int64_t m, int64_t k, const float *x, int64_t n, float *y, const float *bias,
                                  const float *gate, const mtplx_cuda_tc_split *split, void *xb, size_t xb_bytes,
-                                 int wgmma);
+                                 int wgmma, bool xb_ready);
 /* The same GEMM on Hopper's warpgroup tensor cores (gemm_wgmma.cu), for
  * BF16 tiled weights with x already in bf16 (xb: n rows of k, 16-byte
  * aligned), k % 64 == 0, on a compute capability 9.0 GPU with the file

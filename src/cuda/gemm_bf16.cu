@@ -344,18 +344,20 @@ bool mtplx_cuda_gemm_bf16_ok(int type, int layout, int64_t k, const float *x, in
 cudaError_t mtplx_cuda_gemm_bf16(cudaStream_t s, int type, int layout, const void *W, size_t rb, int64_t m,
                                  int64_t k, const float *x, int64_t n, float *y, const float *bias,
                                  const float *gate, const mtplx_cuda_tc_split *sp, void *xb, size_t xb_bytes,
-                                 int wgmma) {
+                                 int wgmma, bool xb_ready) {
     if (!mtplx_cuda_gemm_bf16_ok(type, layout, k, x, n, xb, xb_bytes) || ((uintptr_t)W & 15) || rb % 16 ||
         (gate && bias))
         return cudaErrorInvalidValue;
     if (n <= 0 || m <= 0) return cudaSuccess;
     const bool use_xb = xb_fits(xb, xb_bytes, n, k);
     if (use_xb) {
-        const int64_t n8 = n * k / 8; /* k % 32 == 0 */
-        const int64_t blocks = (n8 + 255) / 256;
-        x_bf16_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, s>>>(x, (uint4 *)xb, n8);
-        cudaError_t e = cudaGetLastError();
-        if (e != cudaSuccess) return e;
+        if (!xb_ready) {
+            const int64_t n8 = n * k / 8; /* k % 32 == 0 */
+            const int64_t blocks = (n8 + 255) / 256;
+            x_bf16_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, s>>>(x, (uint4 *)xb, n8);
+            cudaError_t e = cudaGetLastError();
+            if (e != cudaSuccess) return e;
+        }
         if (wgmma && mtplx_cuda_gemm_wgmma_ok(type, layout, k))
             return mtplx_cuda_gemm_wgmma(s, W, m, k, xb, n, y, bias, gate, sp, wgmma);
     }
