@@ -553,13 +553,13 @@ static void set_norm(cuda_backend *c, mtplx_cuda_mmv_job *j, const float *norm, 
 }
 
 /* A prefill's group of GEMMs of one x (paths.gemm_fuse): Q, K and V
- * (swiglu false, y[i] += nothing: y[i] = x w[i]^T + bias[i]), or gate and
- * up (swiglu: y[0] = silu(x gate^T) (x up^T), the up GEMM's epilogue
- * applying it over the gate GEMM's results in y[0]). x goes to bf16 once,
- * for the first GEMM, and the others read that copy. Only where every
- * weight takes the pipelined GEMM as cu_matmul would run it, so that the
- * results are the bits of the plain matmuls (and silu_mul); else false,
- * nothing issued. */
+ * (swiglu false: y[i] = x w[i]^T + bias[i]), or gate and up (swiglu: y[0]
+ * = silu(x gate^T) (x up^T), the up GEMM's epilogue applying it over the
+ * gate GEMM's results in y[0]). x goes to bf16 once, for the first GEMM,
+ * and the others read that copy. Only where every weight takes the
+ * pipelined GEMM as cu_matmul would run it, so that the results are the
+ * bits of the plain matmuls (and silu_mul); else false, no GEMM issued
+ * (the weights may be uploaded, as the plain matmuls would upload them). */
 static bool gemm_group(cuda_backend *c, int nw, const mtplx_weight *const *w, const float *const *bias,
                        const float *x, int64_t n, float *const *y, bool swiglu) {
     if (!c->paths.gemm_fuse || n <= MTPLX_CUDA_MMV_ROWS) return false;
