@@ -516,12 +516,13 @@ static void test_fused_case(int type, int64_t k, int64_t n) {
     float *ha = from_dev(h2, (size_t)(n * ms[0])), *hb = from_dev(yb[0], (size_t)(n * ms[0]));
     en = fmax(en, rel_err(ha, hb, n * ms[0], 1e-3));
     free(ha), free(hb);
-    /* tiled BF16 past mmv_tc.cu's norm (6144 elements) has no GEMV that
-     * takes a fused norm: the backend declines */
+    /* tiled BF16 past mmv_tc.cu's norm (MTPLX_CUDA_TC_NORM_MAX_K elements)
+     * has no GEMV that takes a fused norm: the backend declines */
     mtplx_cuda_paths cp = mtplx_cuda_get_paths(gpu);
-    if (type == MTPLX_TYPE_BF16 && cp.mma && cp.tile && k % 32 == 0 && k > 6144) {
+    if (type == MTPLX_TYPE_BF16 && cp.mma && cp.tile && k % 32 == 0 && k > MTPLX_CUDA_TC_NORM_MAX_K) {
         report(!took, "matmul_multi / _swiglu %-4s k=%-5lld n=%-2lld with a fused rmsnorm: declined "
-                      "for tiled BF16 past 6144%s", tn, (long long)k, (long long)n, took ? " (taken)" : "");
+                      "for tiled BF16 past %d%s", tn, (long long)k, (long long)n, MTPLX_CUDA_TC_NORM_MAX_K,
+               took ? " (taken)" : "");
     } else {
         report(took && en <= 1e-5,
                "matmul_multi / _swiglu %-4s k=%-5lld n=%-2lld with the rmsnorm fused == rmsnorm, then "
@@ -659,8 +660,9 @@ static void test_fused(void) {
     for (size_t t = 0; t < sizeof types / sizeof *types; t++)
         for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
             test_fused_case(types[t], types[t] == MTPLX_TYPE_Q4_K ? 512 : 416, ns[i]);
-    /* an 8B model's hidden size, and one past mmv_tc.cu's fused norm (6144:
-     * tiled BF16 then takes rmsnorm, then the GEMV) */
+    /* an 8B model's hidden size, and one past mmv_tc.cu's fused norm
+     * (MTPLX_CUDA_TC_NORM_MAX_K: tiled BF16 then takes rmsnorm, then the
+     * GEMV) */
     test_fused_case(MTPLX_TYPE_BF16, 4096, 4);
     test_fused_case(MTPLX_TYPE_BF16, 4104, 2);
     test_fused_case(MTPLX_TYPE_BF16, 6400, 2);

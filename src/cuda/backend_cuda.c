@@ -530,7 +530,7 @@ static bool same_kind(const mtplx_weight *a, const mtplx_weight *b) {
 /* The fused rmsnorm (backend.h's norm argument) for weight w: by default
  * only where w goes to mmv_i8.cu, whose x kernel applies it for free.
  * MTPLX_CUDA_FUSE_NORM=1: on every mmv path but tiled BF16 past mmv_tc.cu's
- * limit (6144 elements); =0 nowhere. mmv_tc.cu's fused norm (norm_x) is
+ * limit (MTPLX_CUDA_TC_NORM_MAX_K); =0 nowhere. mmv_tc.cu's fused norm (norm_x) is
  * as fast as rmsnorm + GEMV, not faster: its registers cost the 8-warp
  * GEMV a k step in flight, and 8B / 1.7B / 0.6B BF16 decode moved -0.6% /
  * +1% / -0.6% (bench/RESULTS.md section 41); the f32 GEMV's made n = 4

@@ -181,8 +181,9 @@ typedef struct mtplx_cuda_mmv_job {
     const float *norm;
     float eps;
     /* tensor cores (mmv_tc.cu) where they apply: BF16, Q8_0 and Q4_K (a
-     * fused norm of at most 6144 elements), sm_80 or newer. A weight takes the same path at every n, so
-     * rows stay independent of n either way. Q4_K only with mma_q4k. */
+     * fused norm of at most MTPLX_CUDA_TC_NORM_MAX_K elements), sm_80 or
+     * newer. A weight takes the same path at every n, so rows stay
+     * independent of n either way. Q4_K only with mma_q4k. */
     bool mma, mma_q4k;
     /* Q8_0 and Q4_K (with mma; Q4_K with mma_q4k) on the int8 tensor cores
      * (mmv_i8.cu) instead of mmv_tc.cu when set: device scratch of

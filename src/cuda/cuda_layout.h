@@ -19,4 +19,9 @@ enum {
  * attention a block per query head throughout */
 #define MTPLX_CUDA_ATTN_GROUP_NEVER INT64_MAX
 
+/* the widest RMS norm mmv_tc.cu's GEMV takes fused (its weights staged in
+ * shared memory: 24 KB; the hidden size of models up to 32B); the
+ * backend's norm_ok and test_cuda name it too */
+#define MTPLX_CUDA_TC_NORM_MAX_K 6144
+
 #endif

@@ -213,10 +213,8 @@ __device__ __forceinline__ void load_x(const float *const (&xr)[NT], const bool 
  * row's result so still depends on its x row, k and W alone (decode ==
  * verify, bit for bit); it equals rmsnorm, then the GEMV, up to f32
  * rounding (the product's factors in another order). Norms of at most
- * TC_NORM_MAX_K elements (the hidden size of models up to 32B: 24 KB of
- * shared memory at most); wider ones take rmsnorm_kernel, then the GEMV
- * (the backend's norm_ok). */
-constexpr int TC_NORM_MAX_K = 6144;
+ * MTPLX_CUDA_TC_NORM_MAX_K elements; wider ones take rmsnorm_kernel, then
+ * the GEMV (the backend's norm_ok). */
 template <int NT, int XQ>
 __device__ __forceinline__ void norm_x(float4 (&v)[NT][XQ], const float *gs, float (&ss)[NT]) {
 #pragma unroll
@@ -677,7 +675,7 @@ int mtplx_cuda_mmv_tc_warps(int type, int64_t m) {
 
 bool mtplx_cuda_mmv_tc_ok(int type, int64_t k, const mtplx_cuda_mmv_job *job) {
     device_props();
-    if (cc_major_cached < 8 || (job->norm && k > TC_NORM_MAX_K)) return false;
+    if (cc_major_cached < 8 || (job->norm && k > MTPLX_CUDA_TC_NORM_MAX_K)) return false;
     if (job->tiled) return type == MTPLX_TYPE_BF16 && mtplx_cuda_bf16_tiled_ok(k);
     if (type == MTPLX_TYPE_BF16) return k % 8 == 0;
     if (type == MTPLX_TYPE_Q8_0) return k % QK8_0 == 0;
