@@ -583,8 +583,9 @@ static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const
                             const float *const *bias, const float *x, const float *norm, float eps,
                             int64_t n, float *const *y) {
     cuda_backend *c = (cuda_backend *)be;
-    if (n > MTPLX_CUDA_MMV_ROWS) return nw >= 1 && nw <= 3 && !norm && gemm_group(c, nw, w, bias, x, n, y, false);
-    if (nw < 1 || nw > 3 || !fusable(c, w[0], x, n) || !norm_ok(c, norm, w[0])) return false;
+    if (nw < 1 || nw > 3) return false;
+    if (n > MTPLX_CUDA_MMV_ROWS) return !norm && gemm_group(c, nw, w, bias, x, n, y, false);
+    if (!fusable(c, w[0], x, n) || !norm_ok(c, norm, w[0])) return false;
     for (int i = 1; i < nw; i++)
         if (!same_kind(w[i], w[0])) return false;
     mtplx_cuda_mmv_job j = {.nseg = nw, .mode = MTPLX_MMV_STORE, .mma = c->paths.mma,
