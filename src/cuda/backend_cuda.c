@@ -562,7 +562,7 @@ static void set_norm(cuda_backend *c, mtplx_cuda_mmv_job *j, const float *norm, 
  * (the weights may be uploaded, as the plain matmuls would upload them). */
 static bool gemm_group(cuda_backend *c, int nw, const mtplx_weight *const *w, const float *const *bias,
                        const float *x, int64_t n, float *const *y, bool swiglu) {
-    if (!c->paths.gemm_fuse || n <= MTPLX_CUDA_MMV_ROWS) return false;
+    if (!c->fuse || !c->paths.gemm_fuse || n <= MTPLX_CUDA_MMV_ROWS) return false; /* (MTPLX_CUDA_FUSE=0: no fused op) */
     int layout[3];
     size_t rb[3];
     const void *W[3];
