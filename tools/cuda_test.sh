@@ -25,8 +25,8 @@
 #    do, and the built-in model has none), and with the step attention's
 #    stages loaded by TMA (MTPLX_CUDA_ATTN_TMA=1), and with every rmsnorm
 #    fused into its GEMV (MTPLX_CUDA_FUSE_NORM=1), with attn_kernel's
-#    early cache loads (MTPLX_CUDA_ATTN_HEAD_EARLY=1) and with a prefill's
-#    fused GEMM groups (MTPLX_CUDA_GEMM_FUSE=1).
+#    early cache loads in every step (MTPLX_CUDA_ATTN_HEAD_EARLY=1) and
+#    without a prefill's fused GEMM groups (MTPLX_CUDA_GEMM_FUSE=0).
 #    MTPLX_CUDA_TEST_BUILD_ONLY=1 stops after step 2 (a build for a profiler run).
 # 4. mtplx run --device cuda on models/default.gguf, greedy, 256 tokens: AR and
 #    MTP depth 1..3 with CUDA graphs on and off (MTPLX_CUDA_GRAPHS=0), and MTP
@@ -216,14 +216,14 @@ fi
 # tensor-core BF16 GEMV's norm_x, off by default), whose results differ by
 # f32 rounding but whose checks (graphs / PDL on == off, MTP == AR) hold;
 # and attn_kernel loading a captured step's cache rows before its PDL wait
-# (MTPLX_CUDA_ATTN_HEAD_EARLY=1, off by default until measured: graphs on,
-# where it loads early, against graphs off, where it cannot, bit for bit);
-# and a prefill's fused GEMM groups (MTPLX_CUDA_GEMM_FUSE=1: QKV sharing x
-# in bf16, SwiGLU in the up GEMM; off by default until measured; the
-# whole-model checks' prefills then take them)
+# in every step (MTPLX_CUDA_ATTN_HEAD_EARLY=1; by default only in verify
+# steps and after a large Q/K/V GEMV: graphs on, where it loads early,
+# against graphs off, where it cannot, bit for bit); and a prefill without
+# its fused GEMM groups (MTPLX_CUDA_GEMM_FUSE=0: on by default, QKV sharing
+# x in bf16, SwiGLU in the up GEMM)
 if [ $HAVE_GPU = 1 ]; then
     for sw in MTPLX_CUDA_TRIG_MB=0 MTPLX_CUDA_ATTN_TMA=1 MTPLX_CUDA_FUSE_NORM=1 MTPLX_CUDA_ATTN_HEAD_EARLY=1 \
-        MTPLX_CUDA_GEMM_FUSE=1; do
+        MTPLX_CUDA_GEMM_FUSE=0; do
         out="$LOGDIR/test_cuda.${sw#MTPLX_CUDA_}.out"
         (cd "$ROOT" && env "$sw" MTPLX_CUDA_TEST_BF16_MODEL="$BF16_MODEL" timeout 120 "$TEST") >"$out" 2>&1
         rc=$?

@@ -207,6 +207,12 @@ typedef struct {
     /* the last thing issued on the stream was a kernel: the next kernel may
      * be launched as its programmatic dependent (pdl_next) */
     bool after_kernel;
+    /* attn_kernel's early cache loads (cu_attention): 1 always, 0 never
+     * (MTPLX_CUDA_ATTN_HEAD_EARLY=1 / =0), -1 by the step (the default) */
+    int head_early;
+    /* the last fused GEMV of at most 16 rows (a layer's Q/K/V) let the
+     * next kernel launch as its blocks started (mtplx_cuda_trig_start) */
+    bool multi_trig;
 } cuda_backend;
 
 static void check(cudaError_t e, const char *what, const char *file, int line) {
@@ -598,6 +604,9 @@ static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const
         j.m[i] = w[i]->m;
     }
     set_norm(c, &j, norm, eps, w[0]->k);
+    int64_t bytes = 0;
+    for (int i = 0; i < nw; i++) bytes += w[i]->m * (int64_t)mtplx_row_size(w[i]->type, w[i]->k);
+    c->multi_trig = mtplx_cuda_trig_start(bytes);
     if (bench_skip("gemv", n)) return true;
     j.pdl = pdl_next(c);
     CK(mtplx_cuda_mmv(c->stream, w[0]->type, &j, w[0]->k, x, n), "matmul_multi (mmv)");
@@ -722,6 +731,17 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
         cap_attn_range(c, pos0, n_tok,
                        mtplx_cuda_attention_group_from(c->paths.attn_group_from, n_tok, head_dim,
                                                        kv_type, k, v));
+        /* attn_kernel's early cache loads (a captured step's first two
+         * positions a warp, before its PDL wait): by default in verify
+         * steps, and in decode steps only after a Q/K/V GEMV that let the
+         * kernels after it launch at once. On an H200 (bench/RESULTS.md
+         * section 42) they made 8B BF16 decode 1.9% faster and 0.6B's
+         * 4-token verify step 1.5-3.3%, but 0.6B decode 0.5-2.3% slower
+         * (its Q/K/V GEMV triggers at its end, so the attention's blocks
+         * start late and the loads only lengthen them). The loads and the
+         * sums are those of the plain kernel: a row is the same bits
+         * either way. */
+        c->attn.head_early = c->head_early >= 0 ? c->head_early : n_tok >= 2 || c->multi_trig;
         CK(mtplx_cuda_attention(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type,
                                 pos0, scale, out, dyn, pdl_next(c),
                                 c->paths.attn_split ? &c->attn : NULL, c->paths.attn_group_from, at),
@@ -1034,7 +1054,7 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .gemm_q8 = !env_is_0("MTPLX_CUDA_GEMM_Q8"),
                           .gemm_xb = !env_is_0("MTPLX_CUDA_GEMM_XB"),
                           .gemm_wgmma = gemm_wgmma_env(),
-                          .gemm_fuse = env_is_1("MTPLX_CUDA_GEMM_FUSE"),
+                          .gemm_fuse = !env_is_0("MTPLX_CUDA_GEMM_FUSE"),
                           .i8_pieces = i8_pieces_env(),
                           .flash_mma = !env_is_0("MTPLX_CUDA_FLASH_MMA"),
                           .attn_group_from = attn_group_from_env(),
@@ -1244,7 +1264,7 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     c->attn.group_kind = env_is_0("MTPLX_CUDA_ATTN_MMA"); /* 1: attn_group_kernel, not on tensor cores */
     c->attn.tma = env_is_1("MTPLX_CUDA_ATTN_TMA");
     c->attn.late = env_is_0("MTPLX_CUDA_ATTN_EARLY");
-    c->attn.head_early = env_is_1("MTPLX_CUDA_ATTN_HEAD_EARLY");
+    c->head_early = env_is_1("MTPLX_CUDA_ATTN_HEAD_EARLY") ? 1 : env_is_0("MTPLX_CUDA_ATTN_HEAD_EARLY") ? 0 : -1;
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->attn.part, mtplx_cuda_attn_part_bytes(c->attn.slots));
     if (e == cudaSuccess) {
         size_t cb = (size_t)MTPLX_CUDA_STEP_ROWS * MTPLX_CUDA_ATTN_MAX_HEADS * sizeof(int);

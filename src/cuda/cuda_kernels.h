@@ -221,6 +221,9 @@ cudaError_t mtplx_cuda_mmv_tc(cudaStream_t s, int type, const mtplx_cuda_mmv_job
  * (4, or 8 for a BF16 weight of few rows). It sets a row's sum order, so a
  * fused job must only hold weights that agree. */
 int mtplx_cuda_mmv_tc_warps(int type, int64_t m);
+/* Whether a GEMV that reads this many weight bytes lets the next kernel
+ * launch as its blocks start (cuda_util.cuh's trig_start_bytes) */
+bool mtplx_cuda_trig_start(int64_t bytes);
 /* BF16 [m][k] (row-major) into the tiled layout mmv_tc.cu reads fastest:
  * per 16-row tile (rows past m zero) and 32-element k step, 1 KB in the
  * order a warp's lanes load it: lane l = 4 g + q's 16 bytes of row g at
@@ -322,8 +325,8 @@ typedef struct {
      * captured step (MTPLX_CUDA_ATTN_EARLY=0; measurements) */
     int late;
     /* 1: attn_kernel loads a captured step's cache rows before the step's
-     * position ahead of its PDL wait (MTPLX_CUDA_ATTN_HEAD_EARLY=1; off
-     * until measured) */
+     * position ahead of its PDL wait; set by the backend for each launch
+     * (backend_cuda.c's cu_attention) */
     int head_early;
 } mtplx_cuda_attn_scratch;
 size_t mtplx_cuda_attn_part_bytes(int slots);

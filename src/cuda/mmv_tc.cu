@@ -669,6 +669,10 @@ int mtplx_cuda_tile_bf16_host(const void *raw, void *out, int64_t m, int64_t k) 
     return 0;
 }
 
+bool mtplx_cuda_trig_start(int64_t bytes) {
+    return trig_start_bytes(bytes);
+}
+
 int mtplx_cuda_mmv_tc_warps(int type, int64_t m) {
     return type == MTPLX_TYPE_BF16 ? bf16_warps(m) : TC_WARPS;
 }
