@@ -735,7 +735,7 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
          * positions a warp, before its PDL wait): by default in verify
          * steps, and in decode steps only after a Q/K/V GEMV that let the
          * kernels after it launch at once. On an H200 (bench/RESULTS.md
-         * section 42) they made 8B BF16 decode 1.9% faster and 0.6B's
+         * section 42) they made 8B BF16 decode 1.5-1.9% faster and 0.6B's
          * 4-token verify step 1.5-3.3%, but 0.6B decode 0.5-2.3% slower
          * (its Q/K/V GEMV triggers at its end, so the attention's blocks
          * start late and the loads only lengthen them). The loads and the
