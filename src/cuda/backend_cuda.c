@@ -732,16 +732,17 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
                        mtplx_cuda_attention_group_from(c->paths.attn_group_from, n_tok, head_dim,
                                                        kv_type, k, v));
         /* attn_kernel's early cache loads (a captured step's first two
-         * positions a warp, before its PDL wait): by default in verify
-         * steps, and in decode steps only after a Q/K/V GEMV that let the
-         * kernels after it launch at once. On an H200 (bench/RESULTS.md
-         * section 42) they made 8B BF16 decode 1.5-1.9% faster and 0.6B's
-         * 4-token verify step 1.5-3.3%, but 0.6B decode 0.5-2.3% slower
-         * (its Q/K/V GEMV triggers at its end, so the attention's blocks
-         * start late and the loads only lengthen them). The loads and the
-         * sums are those of the plain kernel: a row is the same bits
-         * either way. */
-        c->attn.head_early = c->head_early >= 0 ? c->head_early : n_tok >= 2 || c->multi_trig;
+         * positions a warp, before its PDL wait): by default only in a
+         * decode step right after a Q/K/V GEMV that let the kernels after
+         * it launch at once. On an H200 (bench/RESULTS.md section 42) they
+         * made 8B BF16 decode 1.5-1.9% faster at 16 positions and 3.6% at
+         * 512. 0.6B decode (its Q/K/V GEMV triggers at its end, so the
+         * attention's blocks start late) gained nothing or lost up to
+         * 2.3%; verify steps gained 1-3% at 16 positions but lost 2-12% at
+         * 512, where the split over positions makes their grids several
+         * waves. The loads and the sums are those of the plain kernel: a
+         * row is the same bits either way. */
+        c->attn.head_early = c->head_early >= 0 ? c->head_early : n_tok == 1 && c->multi_trig;
         CK(mtplx_cuda_attention(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type,
                                 pos0, scale, out, dyn, pdl_next(c),
                                 c->paths.attn_split ? &c->attn : NULL, c->paths.attn_group_from, at),
