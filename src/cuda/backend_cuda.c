@@ -739,9 +739,8 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
          * 512. 0.6B decode (its Q/K/V GEMV triggers at its end, so the
          * attention's blocks start late) gained nothing or lost up to
          * 2.3%; verify steps gained 1-3% at 16 positions but lost 2-12% at
-         * 512, where the split over positions makes their grids several
-         * waves. The loads and the sums are those of the plain kernel: a
-         * row is the same bits either way. */
+         * 512 (why was not measured). The loads and the sums are those of
+         * the plain kernel: a row is the same bits either way. */
         c->attn.head_early = c->head_early >= 0 ? c->head_early : n_tok == 1 && c->multi_trig;
         CK(mtplx_cuda_attention(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type,
                                 pos0, scale, out, dyn, pdl_next(c),
