@@ -605,7 +605,7 @@ static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const
     }
     set_norm(c, &j, norm, eps, w[0]->k);
     int64_t bytes = 0;
-    for (int i = 0; i < nw; i++) bytes += w[i]->m * (int64_t)mtplx_row_size(w[i]->type, w[i]->k);
+    for (int i = 0; i < nw; i++) bytes += (int64_t)weight_bytes(w[i]);
     c->multi_trig = mtplx_cuda_trig_start(bytes);
     if (bench_skip("gemv", n)) return true;
     j.pdl = pdl_next(c);
