@@ -1194,6 +1194,10 @@ static void test_attention(void) {
     test_attention_case(MTPLX_TYPE_F32, 16, 16, 8, 128, 999);
     test_attention_case(MTPLX_TYPE_F16, 2, 40, 8, 128, 5000);
     test_attention_case(MTPLX_TYPE_F16, 5, 2, 1, 256, 3000); /* the most splits (32) */
+    /* attn_kernel's wide instance (head_dim over 128: 8 elements a lane)
+     * at short and split contexts */
+    test_attention_case(MTPLX_TYPE_F16, 4, 4, 2, 256, 40);
+    test_attention_case(MTPLX_TYPE_F32, 2, 4, 1, 160, 300);
     /* a block per KV head: 64 queries of a KV head (4 chunks of 16), runs of
      * several tiles; F32 head_dim 256 (32-position tiles); head_dim 36 (not
      * a multiple of 8: attn_kernel instead) */

@@ -160,14 +160,14 @@ __device__ __forceinline__ void attn_runs_merge(const mtplx_cuda_attn_split &sa,
     }
 }
 
-template <bool F16, bool EARLY>
+template <bool F16, bool EARLY, int E>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_kernel(const float *__restrict__ q, int n_head, int n_head_kv, int hd,
                 const void *__restrict__ K, const void *__restrict__ V, int64_t pos0, float scale,
                 float *__restrict__ out, const mtplx_cuda_step *__restrict__ dyn,
                 mtplx_cuda_attn_split sa) {
     /* EARLY (sa.head_early), in a captured step (dyn set): each warp loads
-     * the K and V rows of its first two positions before the PDL wait where
+     * the K and V rows of its first NP (2) positions before the PDL wait where
      * they come before the step's first position. As in attn_mma_kernel, a
      * graph's kernels start after the step block was set by a plain launch,
      * so those rows were written by kernels that have completed; q and the
@@ -192,26 +192,32 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     int kvh = h / (n_head / n_head_kv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     size_t row = (size_t)n_head_kv * hd, off = (size_t)kvh * hd;
     int64_t p = sp * len + warp;
-    float k0[EARLY ? ATT_MAXE : 1], v0[EARLY ? ATT_MAXE : 1], k1[EARLY ? ATT_MAXE : 1],
-        v1[EARLY ? ATT_MAXE : 1];
-    bool pre0 = false, pre1 = false;
+    /* element lane + 32 e of the K (which 0) or V (1) row at position pp */
+    auto from_cache = [&](int64_t pp) {
+        size_t base = (size_t)pp * row + off;
+        return [=](int which, int e) {
+            return kv_load<F16>(which ? V : K, base + lane + 32 * e);
+        };
+    };
+    constexpr int NP = EARLY ? 2 : 0, NPE = EARLY ? E : 1; /* positions preloaded, their elements */
+    float pk[NP ? NP : 1][NPE], pv[NP ? NP : 1][NPE];
+    bool pre[NP ? NP : 1] = {};
     if constexpr (EARLY) {
-        pre0 = early && p < p_end && p < pos0;
-        pre1 = early && p + ATT_WARPS < p_end && p + ATT_WARPS < pos0;
 #pragma unroll
-        for (int e = 0; e < ATT_MAXE; e++) {
-            int j = lane + 32 * e;
-            if (pre0 && j < hd) k0[e] = kv_load<F16>(K, (size_t)p * row + off + j),
-                                v0[e] = kv_load<F16>(V, (size_t)p * row + off + j);
-            if (pre1 && j < hd) k1[e] = kv_load<F16>(K, (size_t)(p + ATT_WARPS) * row + off + j),
-                                v1[e] = kv_load<F16>(V, (size_t)(p + ATT_WARPS) * row + off + j);
+        for (int i = 0; i < NP; i++) {
+            int64_t pp = p + (int64_t)i * ATT_WARPS;
+            pre[i] = early && pp < p_end && pp < pos0;
+            auto kv = from_cache(pp);
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                if (pre[i] && lane + 32 * e < hd) pk[i][e] = kv(0, e), pv[i][e] = kv(1, e);
         }
         pdl_wait();
     }
     const float *qp = q + ((size_t)t * n_head + h) * hd;
-    float qr[ATT_MAXE], acc[ATT_MAXE];
+    float qr[E], acc[E];
 #pragma unroll
-    for (int e = 0; e < ATT_MAXE; e++) {
+    for (int e = 0; e < E; e++) {
         int j = lane + 32 * e;
         qr[e] = j < hd ? __ldcg(qp + j) : 0.f;
         acc[e] = 0.f;
@@ -222,7 +228,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     auto visit = [&](auto kv) {
         float s = 0.f;
 #pragma unroll
-        for (int e = 0; e < ATT_MAXE; e++) {
+        for (int e = 0; e < E; e++) {
             int j = lane + 32 * e;
             if (j < hd) s += qr[e] * kv(0, e);
         }
@@ -230,41 +236,28 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         float mn = fmaxf(mx, s), c = expf(mx - mn), pw = expf(s - mn);
         sum = sum * c + pw;
 #pragma unroll
-        for (int e = 0; e < ATT_MAXE; e++) {
+        for (int e = 0; e < E; e++) {
             int j = lane + 32 * e;
             if (j < hd) acc[e] = acc[e] * c + pw * kv(1, e);
         }
         mx = mn;
     };
-    auto from_cache = [&](int64_t pp) {
-        size_t base = (size_t)pp * row + off;
-        return [=](int which, int e) {
-            return kv_load<F16>(which ? V : K, base + lane + 32 * e);
-        };
-    };
-    if constexpr (EARLY) {
-        /* the first two positions: preloaded, or loaded now */
-        if (p < p_end) {
-            if (pre0) visit([&](int which, int e) { return which ? v0[e] : k0[e]; });
-            else visit(from_cache(p));
-            p += ATT_WARPS;
-        }
-        if (p < p_end) {
-            if (pre1) visit([&](int which, int e) { return which ? v1[e] : k1[e]; });
-            else visit(from_cache(p));
-            p += ATT_WARPS;
-        }
+    /* the first NP positions: preloaded, or loaded now */
+#pragma unroll
+    for (int i = 0; i < NP && p < p_end; i++, p += ATT_WARPS) {
+        if (pre[i]) visit([&](int which, int e) { return which ? pv[i][e] : pk[i][e]; });
+        else visit(from_cache(p));
     }
     for (; p < p_end; p += ATT_WARPS) visit(from_cache(p));
     __shared__ float s_mx[ATT_WARPS], s_sum[ATT_WARPS];
-    __shared__ float s_acc[ATT_WARPS][32 * ATT_MAXE];
+    __shared__ float s_acc[ATT_WARPS][32 * E];
     __shared__ bool s_last;
     if (lane == 0) {
         s_mx[warp] = mx;
         s_sum[warp] = sum;
     }
 #pragma unroll
-    for (int e = 0; e < ATT_MAXE; e++) s_acc[warp][lane + 32 * e] = acc[e];
+    for (int e = 0; e < E; e++) s_acc[warp][lane + 32 * e] = acc[e];
     __syncthreads();
     float M = -INFINITY;
     for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, s_mx[w]);
@@ -1302,8 +1295,13 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
         mtplx_cuda_attn_split sa = split(false);
         dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)sa.splits);
         const bool f16 = kv_type == MTPLX_TYPE_F16, early = sa.head_early;
-        auto kern = f16 ? (early ? attn_kernel<true, true> : attn_kernel<true, false>)
-                        : (early ? attn_kernel<false, true> : attn_kernel<false, false>);
+        /* E = 4 where head_dim allows: fewer registers, more blocks an SM
+         * (the loops skip elements past head_dim either way: same bits) */
+        auto kern = head_dim <= 32 * 4
+                        ? (f16 ? (early ? attn_kernel<true, true, 4> : attn_kernel<true, false, 4>)
+                               : (early ? attn_kernel<false, true, 4> : attn_kernel<false, false, 4>))
+                        : (f16 ? (early ? attn_kernel<true, true, ATT_MAXE> : attn_kernel<true, false, ATT_MAXE>)
+                               : (early ? attn_kernel<false, true, ATT_MAXE> : attn_kernel<false, false, ATT_MAXE>));
         e = launch_k(pdl, kern, grid,
                      dim3(ATT_WARPS * 32), 0, s, q, n_head, n_head_kv, head_dim, k, v, pos0, scale,
                      out, dyn, sa);
