@@ -216,8 +216,8 @@ fi
 # tensor-core BF16 GEMV's norm_x, off by default), whose results differ by
 # f32 rounding but whose checks (graphs / PDL on == off, MTP == AR) hold;
 # and attn_kernel loading a captured step's cache rows before its PDL wait
-# in every step (MTPLX_CUDA_ATTN_HEAD_EARLY=1; by default only in decode
-# steps after a large Q/K/V GEMV: graphs on, where it loads early,
+# in every step (MTPLX_CUDA_ATTN_HEAD_EARLY=1; by default in decode steps,
+# and in verify steps after a large Q/K/V GEMV: graphs on, where it loads early,
 # against graphs off, where it cannot, bit for bit); and a prefill without
 # its fused GEMM groups (MTPLX_CUDA_GEMM_FUSE=0: on by default, QKV sharing
 # x in bf16, SwiGLU in the up GEMM)

@@ -732,16 +732,16 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
                        mtplx_cuda_attention_group_from(c->paths.attn_group_from, n_tok, head_dim,
                                                        kv_type, k, v));
         /* attn_kernel's early cache loads (a captured step's first two
-         * positions a warp, before its PDL wait): by default only in a
-         * decode step right after a Q/K/V GEMV that let the kernels after
-         * it launch at once. On an H200 (bench/RESULTS.md section 42) they
-         * made 8B BF16 decode 1.5-1.9% faster at 16 positions and 3.6% at
-         * 512. 0.6B decode (its Q/K/V GEMV triggers at its end, so the
-         * attention's blocks start late) gained nothing or lost up to
-         * 2.3%; verify steps gained 1-3% at 16 positions but lost 2-12% at
-         * 512 (why was not measured). The loads and the sums are those of
-         * the plain kernel: a row is the same bits either way. */
-        c->attn.head_early = c->head_early >= 0 ? c->head_early : n_tok == 1 && c->multi_trig;
+         * positions a warp, before its PDL wait): by default in every
+         * decode step, and in a verify step right after a Q/K/V GEMV that
+         * let the kernels after it launch at once. On an H200
+         * (bench/RESULTS.md section 43) they made decode 0.3-4% faster
+         * (8B and 0.6B BF16, 16 and 512 positions) and 8B verify steps 2%
+         * cheaper; 0.6B's verify steps at 512 positions (its Q/K/V GEMV
+         * triggers at its end, and a verify step's blocks fill the SMs)
+         * were 6% dearer. The loads and the sums are those of the plain
+         * kernel: a row is the same bits either way. */
+        c->attn.head_early = c->head_early >= 0 ? c->head_early : n_tok == 1 || c->multi_trig;
         CK(mtplx_cuda_attention(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type,
                                 pos0, scale, out, dyn, pdl_next(c),
                                 c->paths.attn_split ? &c->attn : NULL, c->paths.attn_group_from, at),
