@@ -45,36 +45,6 @@ __device__ __forceinline__ float kv_load(const void *base, size_t idx) {
     return __ldcg((const float *)base + idx);
 }
 
-/* One cache position's K and V elements lane + 32 e (e < E, those below
- * head_dim) in a lane's registers, loaded ahead of their use (attn_kernel's
- * pipeline): an F16 cache's as the K and V halves of one __half2 each, an
- * F32 cache's as floats. k(e) and v(e) give the floats kv_load would. */
-template <bool F16, int E> struct kv_slot;
-template <int E> struct kv_slot<true, E> {
-    __half2 kv[E];
-    __device__ __forceinline__ void load(const void *K, const void *V, size_t base, int lane, int hd) {
-#pragma unroll
-        for (int e = 0; e < E; e++)
-            if (lane + 32 * e < hd)
-                kv[e] = __halves2half2(__ldcg((const __half *)K + base + lane + 32 * e),
-                                       __ldcg((const __half *)V + base + lane + 32 * e));
-    }
-    __device__ __forceinline__ float k(int e) const { return __low2float(kv[e]); }
-    __device__ __forceinline__ float v(int e) const { return __high2float(kv[e]); }
-};
-template <int E> struct kv_slot<false, E> {
-    float k_[E], v_[E];
-    __device__ __forceinline__ void load(const void *K, const void *V, size_t base, int lane, int hd) {
-#pragma unroll
-        for (int e = 0; e < E; e++)
-            if (lane + 32 * e < hd)
-                k_[e] = __ldcg((const float *)K + base + lane + 32 * e),
-                v_[e] = __ldcg((const float *)V + base + lane + 32 * e);
-    }
-    __device__ __forceinline__ float k(int e) const { return k_[e]; }
-    __device__ __forceinline__ float v(int e) const { return v_[e]; }
-};
-
 /* Block (head h, token t, split sp): warps take cache positions round-robin,
  * each with its own running max / sum / output (online softmax); lanes split
  * head_dim (element lane + 32 e). The warps' partial results are merged at
@@ -197,8 +167,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
                 float *__restrict__ out, const mtplx_cuda_step *__restrict__ dyn,
                 mtplx_cuda_attn_split sa) {
     /* EARLY (sa.head_early), in a captured step (dyn set): each warp loads
-     * the K and V rows of its first D positions (the pipeline's, below)
-     * before the PDL wait where they come before the step's first position. As in attn_mma_kernel, a
+     * the K and V rows of its first NP (2) positions before the PDL wait where
+     * they come before the step's first position. As in attn_mma_kernel, a
      * graph's kernels start after the step block was set by a plain launch,
      * so those rows were written by kernels that have completed; q and the
      * step's own rows (the q/k prep's) only after the wait. visit() does
@@ -222,26 +192,28 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     int kvh = h / (n_head / n_head_kv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     size_t row = (size_t)n_head_kv * hd, off = (size_t)kvh * hd;
     int64_t p = sp * len + warp;
-    /* the pipeline: each warp keeps its next D positions' K and V rows in
-     * flight (slot i holds position p + i ATT_WARPS) and loads the one D
-     * on as it takes one; EARLY loads them before the PDL wait where they
-     * come before the step's first position */
-    constexpr int D = E <= 4 ? (F16 ? 4 : 2) : (F16 ? 2 : 1);
-    kv_slot<F16, E> buf[D];
-    auto fetch = [&](kv_slot<F16, E> &sl, int64_t pp) {
-        if (pp < p_end) sl.load(K, V, (size_t)pp * row + off, lane, hd);
+    /* element lane + 32 e of the K (which 0) or V (1) row at position pp */
+    auto from_cache = [&](int64_t pp) {
+        size_t base = (size_t)pp * row + off;
+        return [=](int which, int e) {
+            return kv_load<F16>(which ? V : K, base + lane + 32 * e);
+        };
     };
-    bool pre[D];
+    constexpr int NP = EARLY ? 2 : 0, NPE = EARLY ? E : 1; /* positions preloaded, their elements */
+    float pk[NP ? NP : 1][NPE], pv[NP ? NP : 1][NPE];
+    bool pre[NP ? NP : 1] = {};
+    if constexpr (EARLY) {
 #pragma unroll
-    for (int i = 0; i < D; i++) {
-        int64_t pp = p + (int64_t)i * ATT_WARPS;
-        pre[i] = early && pp < pos0;
-        if (pre[i]) fetch(buf[i], pp);
+        for (int i = 0; i < NP; i++) {
+            int64_t pp = p + (int64_t)i * ATT_WARPS;
+            pre[i] = early && pp < p_end && pp < pos0;
+            auto kv = from_cache(pp);
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                if (pre[i] && lane + 32 * e < hd) pk[i][e] = kv(0, e), pv[i][e] = kv(1, e);
+        }
+        pdl_wait();
     }
-    if constexpr (EARLY) pdl_wait();
-#pragma unroll
-    for (int i = 0; i < D; i++)
-        if (!pre[i]) fetch(buf[i], p + (int64_t)i * ATT_WARPS);
     const float *qp = q + ((size_t)t * n_head + h) * hd;
     float qr[E], acc[E];
 #pragma unroll
@@ -251,13 +223,14 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         acc[e] = 0.f;
     }
     float mx = -INFINITY, sum = 0.f;
-    /* one position: its score, then the online softmax update */
-    auto visit = [&](const kv_slot<F16, E> &sl) {
+    /* one position: its score, then the online softmax update; kv(0, e)
+     * and kv(1, e) give element lane + 32 e of its K and V rows */
+    auto visit = [&](auto kv) {
         float s = 0.f;
 #pragma unroll
         for (int e = 0; e < E; e++) {
             int j = lane + 32 * e;
-            if (j < hd) s += qr[e] * sl.k(e);
+            if (j < hd) s += qr[e] * kv(0, e);
         }
         s = warp_sum(s) * scale;
         float mn = fmaxf(mx, s), c = expf(mx - mn), pw = expf(s - mn);
@@ -265,22 +238,17 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 #pragma unroll
         for (int e = 0; e < E; e++) {
             int j = lane + 32 * e;
-            if (j < hd) acc[e] = acc[e] * c + pw * sl.v(e);
+            if (j < hd) acc[e] = acc[e] * c + pw * kv(1, e);
         }
         mx = mn;
     };
-    /* positions in order, D at a time so that slots are named statically */
-    for (bool more = p < p_end; more;) {
+    /* the first NP positions: preloaded, or loaded now */
 #pragma unroll
-        for (int i = 0; i < D; i++) {
-            if (!more) break;
-            kv_slot<F16, E> cur = buf[i];
-            fetch(buf[i], p + (int64_t)D * ATT_WARPS);
-            visit(cur);
-            p += ATT_WARPS;
-            more = p < p_end;
-        }
+    for (int i = 0; i < NP && p < p_end; i++, p += ATT_WARPS) {
+        if (pre[i]) visit([&](int which, int e) { return which ? pv[i][e] : pk[i][e]; });
+        else visit(from_cache(p));
     }
+    for (; p < p_end; p += ATT_WARPS) visit(from_cache(p));
     __shared__ float s_mx[ATT_WARPS], s_sum[ATT_WARPS];
     __shared__ float s_acc[ATT_WARPS][32 * E];
     __shared__ bool s_last;
