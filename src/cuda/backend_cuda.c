@@ -735,12 +735,13 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
          * positions a warp, before its PDL wait): by default in every
          * decode step, and in a verify step right after a Q/K/V GEMV that
          * let the kernels after it launch at once. On an H200
-         * (bench/RESULTS.md section 43) they made decode 0.3-4% faster
-         * (8B and 0.6B BF16, 16 and 512 positions) and 8B verify steps 2%
-         * cheaper; 0.6B's verify steps at 512 positions (its Q/K/V GEMV
-         * triggers at its end, and a verify step's blocks fill the SMs)
-         * were 6% dearer. The loads and the sums are those of the plain
-         * kernel: a row is the same bits either way. */
+         * (bench/RESULTS.md section 43) they made decode steps 1.4-4.2%
+         * faster (0.6B, 1.7B and 8B; 16 and 512 positions) and 8B verify
+         * steps 2% cheaper, but 0.6B and 1.7B verify steps at 512
+         * positions 3-6% dearer (their Q/K/V GEMV triggers at its end, and
+         * a verify step's split blocks fill the SMs). The loads and the
+         * sums are those of the plain kernel: a row is the same bits
+         * either way. */
         c->attn.head_early = c->head_early >= 0 ? c->head_early : n_tok == 1 || c->multi_trig;
         CK(mtplx_cuda_attention(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type,
                                 pos0, scale, out, dyn, pdl_next(c),
