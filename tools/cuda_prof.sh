@@ -2,8 +2,15 @@
 # cuda_prof.sh: a per-kernel time breakdown of a random-weight Qwen3-shape
 # decode step (issue 10), with nsys when the GPU machine has it (ncu if not).
 #
-#   [SIZE=0.6b|1.7b|8b] [TYPE=bf16|q8_0|q4_k] [CLOCK=base|none] [PREFILL=N] tools/cuda_prof.sh
+#   [SIZE=0.6b|1.7b|8b] [TYPE=bf16|q8_0|q4_k] [CLOCK=base|none] [PREFILL=N] [POS=P]
+#   [NCU_KERNEL=REGEX NCU_SECTIONS="WarpStateStats ..."] tools/cuda_prof.sh
 #   (after tools/cuda_test.sh built build-cuda-gpu/; default 0.6b bf16 base)
+#
+# POS=P profiles the steps after a context of P tokens (bench_models --pos).
+# NCU_KERNEL with NCU_SECTIONS (ncu only) adds ncu_sections.txt: those
+# sections of ncu for the first 20 launches of the kernels whose names
+# match REGEX (e.g. NCU_KERNEL=attn_kernel NCU_SECTIONS="WarpStateStats
+# SourceCounters": where a kernel's warps stall).
 #
 # PREFILL=N profiles a prefill of N tokens instead (one forward of N rows
 # after a 1-token context and the warm step: the summary's last forward),
@@ -38,6 +45,7 @@ mkdir -p "$O" "$S"
 { command -v nsys ncu; ls /usr/local/cuda/bin; ls -d /opt/nvidia/* /usr/local/cuda/nsight* 2>&1; } >"$O/which.txt" 2>&1
 SIZE="${SIZE:-0.6b}" TYPE="${TYPE:-bf16}" CLOCK="${CLOCK:-base}"
 RUN_ARGS="--reps 1 --prefill 0 --prefill-reps 0"
+[ -n "${POS:-}" ] && RUN_ARGS="$RUN_ARGS --pos $POS"
 [ -n "${PREFILL:-}" ] && RUN_ARGS="--reps 0 --pos 1 --prefill $PREFILL --prefill-reps 1" NS=""
 "$BM" gen --vocab "$ROOT/models/default.gguf" --out "$S" --size "$SIZE" --types "$TYPE" >/dev/null || exit 1
 M="$S/qwen3-$SIZE-$TYPE.gguf"
@@ -87,5 +95,11 @@ for f in range(len(cut) - 1):
 PY
 else
     echo "no nsys, no ncu" >>"$O/which.txt"
+fi
+if [ -n "$NC" ] && [ -n "${NCU_KERNEL:-}" ] && [ -n "${NCU_SECTIONS:-}" ]; then
+    SEC=()
+    for x in $NCU_SECTIONS; do SEC+=(--section "$x"); done
+    MTPLX_CUDA_PDL=0 timeout 240 "$NC" --graph-profiling node -k "regex:$NCU_KERNEL" -c 20 --clock-control "$CLOCK" \
+        "${SEC[@]}" "$BM" run "$M" --device cuda $RUN_ARGS >"$O/ncu_sections.txt" 2>&1
 fi
 rm -f "$M"
