@@ -173,7 +173,9 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
      * so those rows were written by kernels that have completed; q and the
      * step's own rows (the q/k prep's) only after the wait. visit() does
      * the same arithmetic on the same values either way: the same bits. */
-    pdl_trigger(); /* (launch_k) */
+    /* (launch_k; with trig_late, each block's exit is its trigger: the
+     * next kernel's blocks then take no SM slots while these run) */
+    if (!sa.trig_late) pdl_trigger();
     if constexpr (!EARLY) pdl_wait();
     const bool early = EARLY && dyn != nullptr;
     pos0 += dyn_pos(dyn);
@@ -1274,7 +1276,7 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
      * head counts (never by n_tok: see attn_kernel) and the scratch */
     auto split = [&](bool group) {
         mtplx_cuda_attn_split sa = {NULL, NULL, 1, 1 << 30, 0, from, !(scr && scr->late),
-                                    scr && scr->head_early};
+                                    scr && scr->head_early, scr && scr->trig_late};
         int most = scr && scr->part ? scr->per_sm * scr->n_sm / (group ? n_head_kv : n_head) : 1;
         if (scr && most > scr->slots / n_head) most = scr->slots / n_head;
         /* no run is empty while a split takes at least as many positions

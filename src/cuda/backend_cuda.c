@@ -1265,6 +1265,7 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     c->attn.group_kind = env_is_0("MTPLX_CUDA_ATTN_MMA"); /* 1: attn_group_kernel, not on tensor cores */
     c->attn.tma = env_is_1("MTPLX_CUDA_ATTN_TMA");
     c->attn.late = env_is_0("MTPLX_CUDA_ATTN_EARLY");
+    c->attn.trig_late = env_is_1("MTPLX_CUDA_ATTN_TRIG_LATE"); /* (measurements) */
     c->head_early = env_is_1("MTPLX_CUDA_ATTN_HEAD_EARLY") ? 1 : env_is_0("MTPLX_CUDA_ATTN_HEAD_EARLY") ? 0 : -1;
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->attn.part, mtplx_cuda_attn_part_bytes(c->attn.slots));
     if (e == cudaSuccess) {
