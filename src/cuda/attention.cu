@@ -296,6 +296,13 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     if (lane == 0) *cnt = 0; /* for the next launch */
 }
 
+/* attn_kernel's instance for E elements a lane, an F16 or F32 cache, early
+ * loads or not */
+template <int E> auto attn_kernel_for(bool f16, bool early) {
+    return f16 ? (early ? attn_kernel<true, true, E> : attn_kernel<true, false, E>)
+               : (early ? attn_kernel<false, true, E> : attn_kernel<false, false, E>);
+}
+
 /* ---- step attention by KV head (attn_group_kernel) ----
  * attn_kernel's block per (token, query head) reads that token's K/V rows
  * for itself: a verify step of n tokens, with g query heads to a KV head,
@@ -1299,11 +1306,7 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
         const bool f16 = kv_type == MTPLX_TYPE_F16, early = sa.head_early;
         /* E = 4 where head_dim allows: fewer registers, more blocks an SM
          * (the loops skip elements past head_dim either way: same bits) */
-        auto kern = head_dim <= 32 * 4
-                        ? (f16 ? (early ? attn_kernel<true, true, 4> : attn_kernel<true, false, 4>)
-                               : (early ? attn_kernel<false, true, 4> : attn_kernel<false, false, 4>))
-                        : (f16 ? (early ? attn_kernel<true, true, ATT_MAXE> : attn_kernel<true, false, ATT_MAXE>)
-                               : (early ? attn_kernel<false, true, ATT_MAXE> : attn_kernel<false, false, ATT_MAXE>));
+        auto kern = head_dim <= 32 * 4 ? attn_kernel_for<4>(f16, early) : attn_kernel_for<ATT_MAXE>(f16, early);
         e = launch_k(pdl, kern, grid,
                      dim3(ATT_WARPS * 32), 0, s, q, n_head, n_head_kv, head_dim, k, v, pos0, scale,
                      out, dyn, sa);
