@@ -211,7 +211,8 @@ typedef struct {
      * (MTPLX_CUDA_ATTN_HEAD_EARLY=1 / =0), -1 by the step (the default) */
     int head_early;
     /* the last fused GEMV of at most 16 rows (a layer's Q/K/V) let the
-     * next kernel launch as its blocks started (mtplx_cuda_trig_start) */
+     * next kernel launch as its blocks started (mtplx_cuda_trig_start);
+     * false after a declined one */
     bool multi_trig;
 } cuda_backend;
 
@@ -589,6 +590,7 @@ static bool cu_matmul_multi(mtplx_backend *be, int nw, const mtplx_weight *const
                             const float *const *bias, const float *x, const float *norm, float eps,
                             int64_t n, float *const *y) {
     cuda_backend *c = (cuda_backend *)be;
+    c->multi_trig = false;
     if (nw < 1 || nw > 3) return false;
     if (n > MTPLX_CUDA_MMV_ROWS) return !norm && gemm_group(c, nw, w, bias, x, n, y, false);
     if (!fusable(c, w[0], x, n) || !norm_ok(c, norm, w[0])) return false;
