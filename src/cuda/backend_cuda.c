@@ -745,6 +745,7 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
          * sums are those of the plain kernel: a row is the same bits
          * either way. */
         c->attn.head_early = c->head_early >= 0 ? c->head_early : n_tok == 1 || c->multi_trig;
+        c->attn.kv_blocks = c->paths.attn_kv_blocks;
         CK(mtplx_cuda_attention(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type,
                                 pos0, scale, out, dyn, pdl_next(c),
                                 c->paths.attn_split ? &c->attn : NULL, c->paths.attn_group_from, at),
@@ -1053,6 +1054,7 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .pdl = true,
                           .tile = !env_is_0("MTPLX_CUDA_TILE"),
                           .attn_split = !env_is_0("MTPLX_CUDA_ATTN_SPLIT"),
+                          .attn_kv_blocks = !env_is_0("MTPLX_CUDA_ATTN_KVB"),
                           .gemm_bf16 = !env_is_0("MTPLX_CUDA_GEMM_BF16"),
                           .gemm_q8 = !env_is_0("MTPLX_CUDA_GEMM_Q8"),
                           .gemm_xb = !env_is_0("MTPLX_CUDA_GEMM_XB"),
@@ -1267,7 +1269,6 @@ mtplx_status mtplx_backend_cuda_new(int device, int64_t max_k, int64_t max_n, in
     c->attn.group_kind = env_is_0("MTPLX_CUDA_ATTN_MMA"); /* 1: attn_group_kernel, not on tensor cores */
     c->attn.tma = env_is_1("MTPLX_CUDA_ATTN_TMA");
     c->attn.late = env_is_0("MTPLX_CUDA_ATTN_EARLY");
-    c->attn.trig_late = env_is_1("MTPLX_CUDA_ATTN_TRIG_LATE"); /* (measurements) */
     c->head_early = env_is_1("MTPLX_CUDA_ATTN_HEAD_EARLY") ? 1 : env_is_0("MTPLX_CUDA_ATTN_HEAD_EARLY") ? 0 : -1;
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->attn.part, mtplx_cuda_attn_part_bytes(c->attn.slots));
     if (e == cudaSuccess) {

@@ -328,9 +328,9 @@ typedef struct {
      * position ahead of its PDL wait; set by the backend for each launch
      * (backend_cuda.c's cu_attention) */
     int head_early;
-    /* 1: attn_kernel lets its dependents launch only as its blocks end,
-     * not as they start (MTPLX_CUDA_ATTN_TRIG_LATE=1; measurements) */
-    int trig_late;
+    /* 1: an attn_kernel block serves 2 or 4 query heads of a KV head
+     * (paths.attn_kv_blocks; set by the backend for each launch) */
+    int kv_blocks;
 } mtplx_cuda_attn_scratch;
 size_t mtplx_cuda_attn_part_bytes(int slots);
 /* what attn_kernel is given: the scratch, this launch's splits (and
@@ -348,7 +348,6 @@ typedef struct {
     /* attn_kernel, in a captured step: the same for its first two
      * positions a warp (scratch's head_early) */
     int head_early;
-    int trig_late; /* (scratch's) */
 } mtplx_cuda_attn_split;
 
 /* Causal GQA attention, kernels.h's mtplx_attention contract; head_dim <= 256.
