@@ -1162,19 +1162,6 @@ static void test_attention_case(int kv_type, int64_t n_tok, int nh, int nkv, int
             }
             report(same, "attention %s n_tok=%-3lld heads=%d/%d hd=%-3d pos0=%-4lld %s: every row alone == its row of the step, bit for bit",
                    kvn, (long long)n_tok, nh, nkv, hd, (long long)pos0, vs[vi].name);
-            if (vs[vi].from == never) {
-                /* attn_kernel's block per 2 or 4 query heads of a KV head
-                 * (where the group divides) == a block per query head */
-                p.attn_kv_blocks = !saved.attn_kv_blocks;
-                mtplx_cuda_set_paths(gpu, p);
-                gpu->attention(gpu, qd, n_tok, nh, nkv, hd, kd, vd, kv_type, pos0, scale, od);
-                free(o1);
-                o1 = from_dev(od, (size_t)(n_tok * nh * hd));
-                report(memcmp(o1, os, (size_t)(n_tok * nh * hd) * sizeof(float)) == 0,
-                       "attention %s n_tok=%-3lld heads=%d/%d hd=%-3d pos0=%-4lld %s: heads a block %s == %s, bit for bit",
-                       kvn, (long long)n_tok, nh, nkv, hd, (long long)pos0, vs[vi].name,
-                       p.attn_kv_blocks ? "by KV group" : "one", saved.attn_kv_blocks ? "by KV group" : "one");
-            }
             free(os), free(o1);
         }
         mtplx_cuda_set_paths(gpu, saved);

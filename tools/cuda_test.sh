@@ -26,8 +26,7 @@
 #    stages loaded by TMA (MTPLX_CUDA_ATTN_TMA=1), and with every rmsnorm
 #    fused into its GEMV (MTPLX_CUDA_FUSE_NORM=1), with attn_kernel's
 #    early cache loads in every step (MTPLX_CUDA_ATTN_HEAD_EARLY=1),
-#    without a prefill's fused GEMM groups (MTPLX_CUDA_GEMM_FUSE=0) and with
-#    attn_kernel's block per query head (MTPLX_CUDA_ATTN_KVB=0).
+#    and without a prefill's fused GEMM groups (MTPLX_CUDA_GEMM_FUSE=0).
 #    MTPLX_CUDA_TEST_BUILD_ONLY=1 stops after step 2 (a build for a profiler run).
 # 4. mtplx run --device cuda on models/default.gguf, greedy, 256 tokens: AR and
 #    MTP depth 1..3 with CUDA graphs on and off (MTPLX_CUDA_GRAPHS=0), and MTP
@@ -221,12 +220,10 @@ fi
 # and in verify steps after a large Q/K/V GEMV: graphs on, where it loads early,
 # against graphs off, where it cannot, bit for bit); and a prefill without
 # its fused GEMM groups (MTPLX_CUDA_GEMM_FUSE=0: on by default, QKV sharing
-# x in bf16, SwiGLU in the up GEMM); and attn_kernel with a block per query
-# head (MTPLX_CUDA_ATTN_KVB=0; by default a block serves 2 or 4 query heads
-# of a KV head, the same bits)
+# x in bf16, SwiGLU in the up GEMM)
 if [ $HAVE_GPU = 1 ]; then
     for sw in MTPLX_CUDA_TRIG_MB=0 MTPLX_CUDA_ATTN_TMA=1 MTPLX_CUDA_FUSE_NORM=1 MTPLX_CUDA_ATTN_HEAD_EARLY=1 \
-        MTPLX_CUDA_GEMM_FUSE=0 MTPLX_CUDA_ATTN_KVB=0; do
+        MTPLX_CUDA_GEMM_FUSE=0; do
         out="$LOGDIR/test_cuda.${sw#MTPLX_CUDA_}.out"
         (cd "$ROOT" && env "$sw" MTPLX_CUDA_TEST_BF16_MODEL="$BF16_MODEL" timeout 120 "$TEST") >"$out" 2>&1
         rc=$?

@@ -160,13 +160,7 @@ __device__ __forceinline__ void attn_runs_merge(const mtplx_cuda_attn_split &sa,
     }
 }
 
-/* G (1, 2 or 4; sa.kv_blocks): the block serves G query heads of one KV
- * head, h0 = G blockIdx.x on. Each warp loads a position's K and V rows once
- * and runs the G heads' online softmaxes over them, each head's arithmetic
- * in attn_kernel's order at G = 1: a head's output is the same bits at
- * every G, with G times fewer cache loads and G independent chains a
- * warp (a verify step's blocks re-read each row once per token and head). */
-template <bool F16, bool EARLY, int E, int G>
+template <bool F16, bool EARLY, int E>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_kernel(const float *__restrict__ q, int n_head, int n_head_kv, int hd,
                 const void *__restrict__ K, const void *__restrict__ V, int64_t pos0, float scale,
@@ -183,7 +177,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     if constexpr (!EARLY) pdl_wait();
     const bool early = EARLY && dyn != nullptr;
     pos0 += dyn_pos(dyn);
-    const int h0 = blockIdx.x * G, sp = blockIdx.z;
+    int h = blockIdx.x, sp = blockIdx.z;
     int64_t t = blockIdx.y;
     int64_t n_kv = pos0 + t + 1;
     int ns = attn_splits(n_kv, sa);
@@ -195,130 +189,116 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
      * chunk (ns - 1) and chunk >= ns (the launcher caps the splits at the
      * chunk) give n_kv > (ns - 1)^2, so (ns - 1) len < n_kv */
     int64_t len = (n_kv + ns - 1) / ns, p_end = min(n_kv, (int64_t)(sp + 1) * len);
-    int kvh = h0 / (n_head / n_head_kv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int kvh = h / (n_head / n_head_kv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     size_t row = (size_t)n_head_kv * hd, off = (size_t)kvh * hd;
     int64_t p = sp * len + warp;
-    /* elements lane + 32 e of the K and V rows at position pp */
-    auto load = [&](int64_t pp, float (&kk)[E], float (&vv)[E]) {
+    /* element lane + 32 e of the K (which 0) or V (1) row at position pp */
+    auto from_cache = [&](int64_t pp) {
         size_t base = (size_t)pp * row + off;
-#pragma unroll
-        for (int e = 0; e < E; e++)
-            if (lane + 32 * e < hd) kk[e] = kv_load<F16>(K, base + lane + 32 * e), vv[e] = kv_load<F16>(V, base + lane + 32 * e);
+        return [=](int which, int e) {
+            return kv_load<F16>(which ? V : K, base + lane + 32 * e);
+        };
     };
-    constexpr int NP = EARLY ? 2 : 0; /* positions preloaded */
-    float pk[NP ? NP : 1][E], pv[NP ? NP : 1][E];
+    constexpr int NP = EARLY ? 2 : 0, NPE = EARLY ? E : 1; /* positions preloaded, their elements */
+    float pk[NP ? NP : 1][NPE], pv[NP ? NP : 1][NPE];
     bool pre[NP ? NP : 1] = {};
     if constexpr (EARLY) {
 #pragma unroll
         for (int i = 0; i < NP; i++) {
             int64_t pp = p + (int64_t)i * ATT_WARPS;
             pre[i] = early && pp < p_end && pp < pos0;
-            if (pre[i]) load(pp, pk[i], pv[i]);
+            auto kv = from_cache(pp);
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                if (pre[i] && lane + 32 * e < hd) pk[i][e] = kv(0, e), pv[i][e] = kv(1, e);
         }
         pdl_wait();
     }
-    float qr[G][E], acc[G][E], mx[G], sum[G];
+    const float *qp = q + ((size_t)t * n_head + h) * hd;
+    float qr[E], acc[E];
 #pragma unroll
-    for (int g = 0; g < G; g++) {
-        const float *qp = q + ((size_t)t * n_head + h0 + g) * hd;
+    for (int e = 0; e < E; e++) {
+        int j = lane + 32 * e;
+        qr[e] = j < hd ? __ldcg(qp + j) : 0.f;
+        acc[e] = 0.f;
+    }
+    float mx = -INFINITY, sum = 0.f;
+    /* one position: its score, then the online softmax update; kv(0, e)
+     * and kv(1, e) give element lane + 32 e of its K and V rows */
+    auto visit = [&](auto kv) {
+        float s = 0.f;
 #pragma unroll
         for (int e = 0; e < E; e++) {
             int j = lane + 32 * e;
-            qr[g][e] = j < hd ? __ldcg(qp + j) : 0.f;
-            acc[g][e] = 0.f;
+            if (j < hd) s += qr[e] * kv(0, e);
         }
-        mx[g] = -INFINITY, sum[g] = 0.f;
-    }
-    /* one position, its K and V elements in kk, vv: each head's score, then
-     * its online softmax update */
-    auto visit = [&](const float (&kk)[E], const float (&vv)[E]) {
+        s = warp_sum(s) * scale;
+        float mn = fmaxf(mx, s), c = expf(mx - mn), pw = expf(s - mn);
+        sum = sum * c + pw;
 #pragma unroll
-        for (int g = 0; g < G; g++) {
-            float s = 0.f;
-#pragma unroll
-            for (int e = 0; e < E; e++) {
-                int j = lane + 32 * e;
-                if (j < hd) s += qr[g][e] * kk[e];
-            }
-            s = warp_sum(s) * scale;
-            float mn = fmaxf(mx[g], s), c = expf(mx[g] - mn), pw = expf(s - mn);
-            sum[g] = sum[g] * c + pw;
-#pragma unroll
-            for (int e = 0; e < E; e++) {
-                int j = lane + 32 * e;
-                if (j < hd) acc[g][e] = acc[g][e] * c + pw * vv[e];
-            }
-            mx[g] = mn;
+        for (int e = 0; e < E; e++) {
+            int j = lane + 32 * e;
+            if (j < hd) acc[e] = acc[e] * c + pw * kv(1, e);
         }
+        mx = mn;
     };
     /* the first NP positions: preloaded, or loaded now */
 #pragma unroll
     for (int i = 0; i < NP && p < p_end; i++, p += ATT_WARPS) {
-        if (!pre[i]) load(p, pk[i], pv[i]);
-        visit(pk[i], pv[i]);
+        if (pre[i]) visit([&](int which, int e) { return which ? pv[i][e] : pk[i][e]; });
+        else visit(from_cache(p));
     }
-    for (; p < p_end; p += ATT_WARPS) {
-        float kk[E], vv[E];
-        load(p, kk, vv);
-        visit(kk, vv);
+    for (; p < p_end; p += ATT_WARPS) visit(from_cache(p));
+    __shared__ float s_mx[ATT_WARPS], s_sum[ATT_WARPS];
+    __shared__ float s_acc[ATT_WARPS][32 * E];
+    __shared__ bool s_last;
+    if (lane == 0) {
+        s_mx[warp] = mx;
+        s_sum[warp] = sum;
     }
-    __shared__ float s_mx[G][ATT_WARPS], s_sum[G][ATT_WARPS];
-    __shared__ float s_acc[G][ATT_WARPS][32 * E];
-    __shared__ bool s_last[G];
 #pragma unroll
-    for (int g = 0; g < G; g++) {
-        if (lane == 0) {
-            s_mx[g][warp] = mx[g];
-            s_sum[g][warp] = sum[g];
-        }
-#pragma unroll
-        for (int e = 0; e < E; e++) s_acc[g][warp][lane + 32 * e] = acc[g][e];
-    }
+    for (int e = 0; e < E; e++) s_acc[warp][lane + 32 * e] = acc[e];
     __syncthreads();
-    const size_t stride = (size_t)hd + 2;
-    for (int g = 0; g < G; g++) {
-        float M = -INFINITY;
-        for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, s_mx[g][w]);
-        float f[ATT_WARPS], tot = 0.f;
+    float M = -INFINITY;
+    for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, s_mx[w]);
+    float f[ATT_WARPS], tot = 0.f;
 #pragma unroll
-        for (int w = 0; w < ATT_WARPS; w++) {
-            f[w] = s_sum[g][w] > 0.f ? expf(s_mx[g][w] - M) : 0.f;
-            tot += s_sum[g][w] * f[w];
-        }
-        const size_t th = (size_t)t * n_head + h0 + g;
-        float *op = out + th * hd;
-        /* ns == 1: the output; else this run's partial (max, sum, output
-         * relative to the max) at mine */
-        float *mine = ns == 1 ? nullptr : sa.part + (th * (size_t)sa.splits + sp) * stride;
-        const float inv = 1.f / tot;
-        for (int j = threadIdx.x; j < hd; j += blockDim.x) {
-            float v = 0.f;
+    for (int w = 0; w < ATT_WARPS; w++) {
+        f[w] = s_sum[w] > 0.f ? expf(s_mx[w] - M) : 0.f;
+        tot += s_sum[w] * f[w];
+    }
+    float *op = out + ((size_t)t * n_head + h) * hd;
+    /* ns == 1: the output; else this run's partial (max, sum, output
+     * relative to the max) at mine */
+    size_t stride = (size_t)hd + 2;
+    float *part = ns == 1 ? nullptr : sa.part + ((size_t)t * n_head + h) * (size_t)sa.splits * stride;
+    float *mine = ns == 1 ? nullptr : part + (size_t)sp * stride;
+    const float inv = 1.f / tot;
+    for (int j = threadIdx.x; j < hd; j += blockDim.x) {
+        float v = 0.f;
 #pragma unroll
-            for (int w = 0; w < ATT_WARPS; w++) v += s_acc[g][w][j] * f[w];
-            if (ns == 1) op[j] = v * inv;
-            else mine[2 + j] = v;
-        }
-        if (ns != 1 && threadIdx.x == 0) mine[0] = M, mine[1] = tot;
+        for (int w = 0; w < ATT_WARPS; w++) v += s_acc[w][j] * f[w];
+        if (ns == 1) op[j] = v * inv;
+        else mine[2 + j] = v;
     }
     if (ns == 1) return;
+    if (threadIdx.x == 0) mine[0] = M, mine[1] = tot;
     __threadfence();
     __syncthreads();
-    if (threadIdx.x < G) s_last[threadIdx.x] = atomicAdd(sa.cnt + t * n_head + h0 + threadIdx.x, 1) == ns - 1;
+    int *cnt = sa.cnt + t * n_head + h;
+    if (threadIdx.x == 0) s_last = atomicAdd(cnt, 1) == ns - 1;
     __syncthreads();
-    /* warp g merges head g's runs where this block finished them last */
-    if (warp >= G || !s_last[warp]) return;
+    if (!s_last || warp != 0) return;
     __threadfence();
-    const size_t th = (size_t)t * n_head + h0 + warp;
-    attn_merge_warp<2>(sa.part + th * (size_t)sa.splits * stride, ns, stride, hd, out + th * hd,
-                       lane); /* (2: the kernel's registers stay <= 64 at G = 1) */
-    if (lane == 0) sa.cnt[th] = 0; /* for the next launch */
+    attn_merge_warp<2>(part, ns, stride, hd, op, lane); /* (2: the kernel's registers stay <= 64) */
+    if (lane == 0) *cnt = 0; /* for the next launch */
 }
 
-/* attn_kernel's instance for E elements a lane, G heads a block, an F16 or
- * F32 cache, early loads or not */
-template <int E, int G> auto attn_kernel_for(bool f16, bool early) {
-    return f16 ? (early ? attn_kernel<true, true, E, G> : attn_kernel<true, false, E, G>)
-               : (early ? attn_kernel<false, true, E, G> : attn_kernel<false, false, E, G>);
+/* attn_kernel's instance for E elements a lane, an F16 or F32 cache, early
+ * loads or not */
+template <int E> auto attn_kernel_for(bool f16, bool early) {
+    return f16 ? (early ? attn_kernel<true, true, E> : attn_kernel<true, false, E>)
+               : (early ? attn_kernel<false, true, E> : attn_kernel<false, false, E>);
 }
 
 /* ---- step attention by KV head (attn_group_kernel) ----
@@ -1320,17 +1300,11 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
      * least one (a row short of from is by head, else the last reaches it) */
     if (by_head) {
         mtplx_cuda_attn_split sa = split(false);
+        dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)sa.splits);
         const bool f16 = kv_type == MTPLX_TYPE_F16, early = sa.head_early;
         /* E = 4 where head_dim allows: fewer registers, more blocks an SM
-         * (the loops skip elements past head_dim either way: same bits);
-         * G query heads a block where the KV group divides by it, at most
-         * 16 elements a lane in all (kv_blocks; the same bits at any G) */
-        const int grp = n_head / n_head_kv, E = head_dim <= 32 * 4 ? 4 : ATT_MAXE;
-        const int G = !(scr && scr->kv_blocks) ? 1 : grp % 4 == 0 && 4 * E <= 16 ? 4 : grp % 2 == 0 && 2 * E <= 16 ? 2 : 1;
-        auto kern = E == 4 ? (G == 4 ? attn_kernel_for<4, 4>(f16, early)
-                              : G == 2 ? attn_kernel_for<4, 2>(f16, early) : attn_kernel_for<4, 1>(f16, early))
-                           : (G == 2 ? attn_kernel_for<ATT_MAXE, 2>(f16, early) : attn_kernel_for<ATT_MAXE, 1>(f16, early));
-        dim3 grid((unsigned)(n_head / G), (unsigned)n_tok, (unsigned)sa.splits);
+         * (the loops skip elements past head_dim either way: same bits) */
+        auto kern = head_dim <= 32 * 4 ? attn_kernel_for<4>(f16, early) : attn_kernel_for<ATT_MAXE>(f16, early);
         e = launch_k(pdl, kern, grid,
                      dim3(ATT_WARPS * 32), 0, s, q, n_head, n_head_kv, head_dim, k, v, pos0, scale,
                      out, dyn, sa);

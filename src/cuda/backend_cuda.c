@@ -745,7 +745,6 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
          * sums are those of the plain kernel: a row is the same bits
          * either way. */
         c->attn.head_early = c->head_early >= 0 ? c->head_early : n_tok == 1 || c->multi_trig;
-        c->attn.kv_blocks = c->paths.attn_kv_blocks;
         CK(mtplx_cuda_attention(c->stream, q, n_tok, n_head, n_head_kv, head_dim, k, v, kv_type,
                                 pos0, scale, out, dyn, pdl_next(c),
                                 c->paths.attn_split ? &c->attn : NULL, c->paths.attn_group_from, at),
@@ -1054,7 +1053,6 @@ static mtplx_cuda_paths paths_from_env(void) {
                           .pdl = true,
                           .tile = !env_is_0("MTPLX_CUDA_TILE"),
                           .attn_split = !env_is_0("MTPLX_CUDA_ATTN_SPLIT"),
-                          .attn_kv_blocks = !env_is_0("MTPLX_CUDA_ATTN_KVB"),
                           .gemm_bf16 = !env_is_0("MTPLX_CUDA_GEMM_BF16"),
                           .gemm_q8 = !env_is_0("MTPLX_CUDA_GEMM_Q8"),
                           .gemm_xb = !env_is_0("MTPLX_CUDA_GEMM_XB"),

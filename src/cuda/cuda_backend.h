@@ -89,10 +89,6 @@ mtplx_cuda_graph_stats mtplx_cuda_get_graph_stats(const mtplx_backend *be);
 typedef struct mtplx_cuda_paths {
     bool tc, tc_f32, tc_split, flash, mma, mma_q4k, mma_q4k_auto, pdl, tile;
     bool attn_split; /* a step's attention split over positions (MTPLX_CUDA_ATTN_SPLIT) */
-    /* a step's attention by query head (attn_kernel) takes a block per 2 or
-     * 4 query heads of one KV head, each warp loading a cache row once for
-     * all of them: the same bits (on unless MTPLX_CUDA_ATTN_KVB=0) */
-    bool attn_kv_blocks;
     /* a prefill's BF16 tiled weights through gemm_bf16.cu's pipelined GEMM
      * (MTPLX_CUDA_GEMM_BF16=0: kernels.cu's tc_mm_kernel, as other types);
      * gemm_q8 sends Q8_0's repacked copies and Q4_K there too

@@ -328,9 +328,6 @@ typedef struct {
      * position ahead of its PDL wait; set by the backend for each launch
      * (backend_cuda.c's cu_attention) */
     int head_early;
-    /* 1: an attn_kernel block serves 2 or 4 query heads of a KV head
-     * (paths.attn_kv_blocks; set by the backend for each launch) */
-    int kv_blocks;
 } mtplx_cuda_attn_scratch;
 size_t mtplx_cuda_attn_part_bytes(int slots);
 /* what attn_kernel is given: the scratch, this launch's splits (and
