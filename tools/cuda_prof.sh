@@ -10,7 +10,11 @@
 # NCU_KERNEL with NCU_SECTIONS (ncu only) adds ncu_sections.txt: those
 # sections of ncu for the first 20 launches of the kernels whose names
 # match REGEX (e.g. NCU_KERNEL=attn_kernel NCU_SECTIONS="WarpStateStats
-# SourceCounters": where a kernel's warps stall).
+# SourceCounters": where a kernel's warps stall). NCU_SKIP=N skips the
+# first N matching launches: with POS, bench_models builds the context in
+# chunks of 24 rows and the last chunk's rows (at most 16) take the step
+# kernels, so an 8B step attention's decode launches start at NCU_SKIP=36
+# (one a layer) when POS mod 24 is 1 to 16 (512: yes).
 #
 # PREFILL=N profiles a prefill of N tokens instead (one forward of N rows
 # after a 1-token context and the warm step: the summary's last forward),
@@ -99,7 +103,7 @@ fi
 if [ -n "$NC" ] && [ -n "${NCU_KERNEL:-}" ] && [ -n "${NCU_SECTIONS:-}" ]; then
     SEC=()
     for x in $NCU_SECTIONS; do SEC+=(--section "$x"); done
-    MTPLX_CUDA_PDL=0 timeout 240 "$NC" --graph-profiling node -k "regex:$NCU_KERNEL" -c 20 --clock-control "$CLOCK" \
+    MTPLX_CUDA_PDL=0 timeout 240 "$NC" --graph-profiling node -k "regex:$NCU_KERNEL" --launch-skip "${NCU_SKIP:-0}" -c 20 --clock-control "$CLOCK" \
         "${SEC[@]}" "$BM" run "$M" --device cuda $RUN_ARGS >"$O/ncu_sections.txt" 2>&1
 fi
 rm -f "$M"
