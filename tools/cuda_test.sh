@@ -25,8 +25,8 @@
 #    do, and the built-in model has none), and with the step attention's
 #    stages loaded by TMA (MTPLX_CUDA_ATTN_TMA=1), and with every rmsnorm
 #    fused into its GEMV (MTPLX_CUDA_FUSE_NORM=1), with attn_kernel's
-#    early cache loads in every step (MTPLX_CUDA_ATTN_HEAD_EARLY=1),
-#    and without a prefill's fused GEMM groups (MTPLX_CUDA_GEMM_FUSE=0).
+#    early cache loads in every step (MTPLX_CUDA_ATTN_HEAD_EARLY=1) and
+#    without a prefill's fused GEMM groups (MTPLX_CUDA_GEMM_FUSE=0).
 #    MTPLX_CUDA_TEST_BUILD_ONLY=1 stops after step 2 (a build for a profiler run).
 # 4. mtplx run --device cuda on models/default.gguf, greedy, 256 tokens: AR and
 #    MTP depth 1..3 with CUDA graphs on and off (MTPLX_CUDA_GRAPHS=0), and MTP
