@@ -27,6 +27,7 @@ extern "C" {
 #include "cuda/cuda_util.cuh"
 
 #include <cuda_fp16.h>
+#include <type_traits>
 #include <limits.h>
 #include <math.h>
 
@@ -160,19 +161,41 @@ __device__ __forceinline__ void attn_runs_merge(const mtplx_cuda_attn_split &sa,
     }
 }
 
+/* An element pair of a K / V row as it is stored (F16: one __half2, F32:
+ * one float2; the pair starts at an even element, so the load is aligned),
+ * and as floats */
+template <bool F16> using kv_pair = typename std::conditional<F16, __half2, float2>::type;
+template <bool F16> __device__ __forceinline__ kv_pair<F16> kv_load2(const void *base, size_t idx) {
+    if constexpr (F16) return __ldcg((const __half2 *)((const __half *)base + idx));
+    else return __ldcg((const float2 *)((const float *)base + idx));
+}
+__device__ __forceinline__ float2 kv_f2(__half2 h) { return __half22float2(h); }
+__device__ __forceinline__ float2 kv_f2(float2 f) { return f; }
+
+/* attn_kernel's positions a warp takes at once: PQ independent scores (their
+ * loads in flight together, their warp sums interleaved), then one online
+ * softmax update for all of them. Fewer registers a position where a lane
+ * holds 8 elements of a row. */
+template <int E> __host__ __device__ constexpr int attn_pq() { return E <= 4 ? 4 : 2; }
+
 template <bool F16, bool EARLY, int E>
-__global__ void __launch_bounds__(ATT_WARPS * 32)
+__global__ void __launch_bounds__(ATT_WARPS * 32, F16 ? 4 : 1) /* (F16: 4 blocks an SM) */
     attn_kernel(const float *__restrict__ q, int n_head, int n_head_kv, int hd,
                 const void *__restrict__ K, const void *__restrict__ V, int64_t pos0, float scale,
                 float *__restrict__ out, const mtplx_cuda_step *__restrict__ dyn,
                 mtplx_cuda_attn_split sa) {
-    /* EARLY (sa.head_early), in a captured step (dyn set): each warp loads
-     * the K and V rows of its first NP (2) positions before the PDL wait where
+    /* Warp w takes positions w, w + 8, w + 16, ... of its run, PQ at a time;
+     * a lane holds the element pairs 2 lane + 64 i (i < E / 2) of q, of its
+     * output and of each K / V row (head_dim is even: the launcher).
+     *
+     * EARLY (sa.head_early), in a captured step (dyn set): each warp loads
+     * the K and V rows of its first PQ positions before the PDL wait where
      * they come before the step's first position. As in attn_mma_kernel, a
      * graph's kernels start after the step block was set by a plain launch,
      * so those rows were written by kernels that have completed; q and the
-     * step's own rows (the q/k prep's) only after the wait. visit() does
-     * the same arithmetic on the same values either way: the same bits. */
+     * step's own rows (the q/k prep's) only after the wait. The arithmetic
+     * is the same on the same values either way: the same bits. */
+    constexpr int PQ = attn_pq<E>(), EP = E / 2; /* positions at once, pairs a lane */
     pdl_trigger(); /* (launch_k) */
     if constexpr (!EARLY) pdl_wait();
     const bool early = EARLY && dyn != nullptr;
@@ -192,63 +215,86 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     int kvh = h / (n_head / n_head_kv), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     size_t row = (size_t)n_head_kv * hd, off = (size_t)kvh * hd;
     int64_t p = sp * len + warp;
-    /* element lane + 32 e of the K (which 0) or V (1) row at position pp */
-    auto from_cache = [&](int64_t pp) {
-        size_t base = (size_t)pp * row + off;
-        return [=](int which, int e) {
-            return kv_load<F16>(which ? V : K, base + lane + 32 * e);
-        };
+    /* the K and V pairs of positions p + 8 i (i < PQ) that pass ok(i) */
+    kv_pair<F16> kf[PQ][EP] = {}, vf[PQ][EP] = {};
+    auto load = [&](int64_t p0, auto ok) {
+#pragma unroll
+        for (int i = 0; i < PQ; i++) {
+            size_t base = (size_t)(p0 + (int64_t)ATT_WARPS * i) * row + off;
+#pragma unroll
+            for (int e = 0; e < EP; e++) {
+                int j = 2 * lane + 64 * e;
+                if (ok(i) && j < hd) kf[i][e] = kv_load2<F16>(K, base + j), vf[i][e] = kv_load2<F16>(V, base + j);
+            }
+        }
     };
-    constexpr int NP = EARLY ? 2 : 0, NPE = EARLY ? E : 1; /* positions preloaded, their elements */
-    float pk[NP ? NP : 1][NPE], pv[NP ? NP : 1][NPE];
-    bool pre[NP ? NP : 1] = {};
+    auto in_run = [&](int64_t p0, int i) { return p0 + (int64_t)ATT_WARPS * i < p_end; };
+    bool pre[PQ] = {};
     if constexpr (EARLY) {
 #pragma unroll
-        for (int i = 0; i < NP; i++) {
-            int64_t pp = p + (int64_t)i * ATT_WARPS;
-            pre[i] = early && pp < p_end && pp < pos0;
-            auto kv = from_cache(pp);
-#pragma unroll
-            for (int e = 0; e < E; e++)
-                if (pre[i] && lane + 32 * e < hd) pk[i][e] = kv(0, e), pv[i][e] = kv(1, e);
-        }
+        for (int i = 0; i < PQ; i++) pre[i] = early && in_run(p, i) && p + (int64_t)ATT_WARPS * i < pos0;
+        load(p, [&](int i) { return pre[i]; });
         pdl_wait();
     }
     const float *qp = q + ((size_t)t * n_head + h) * hd;
-    float qr[E], acc[E];
+    float2 qr[EP], acc[EP];
 #pragma unroll
-    for (int e = 0; e < E; e++) {
-        int j = lane + 32 * e;
-        qr[e] = j < hd ? __ldcg(qp + j) : 0.f;
-        acc[e] = 0.f;
+    for (int e = 0; e < EP; e++) {
+        int j = 2 * lane + 64 * e;
+        qr[e] = j < hd ? make_float2(__ldcg(qp + j), __ldcg(qp + j + 1)) : make_float2(0.f, 0.f);
+        acc[e] = make_float2(0.f, 0.f);
     }
     float mx = -INFINITY, sum = 0.f;
-    /* one position: its score, then the online softmax update; kv(0, e)
-     * and kv(1, e) give element lane + 32 e of its K and V rows */
-    auto visit = [&](auto kv) {
-        float s = 0.f;
+    /* PQ positions from p (the first in the run, the rest where they are):
+     * their scores, then the online softmax update in position order */
+    auto visit = [&](int64_t p0) {
+        float s[PQ];
 #pragma unroll
-        for (int e = 0; e < E; e++) {
-            int j = lane + 32 * e;
-            if (j < hd) s += qr[e] * kv(0, e);
+        for (int i = 0; i < PQ; i++) {
+            s[i] = 0.f;
+#pragma unroll
+            for (int e = 0; e < EP; e++)
+                if (2 * lane + 64 * e < hd) {
+                    float2 k = kv_f2(kf[i][e]);
+                    s[i] += qr[e].x * k.x + qr[e].y * k.y;
+                }
         }
-        s = warp_sum(s) * scale;
-        float mn = fmaxf(mx, s), c = expf(mx - mn), pw = expf(s - mn);
-        sum = sum * c + pw;
 #pragma unroll
-        for (int e = 0; e < E; e++) {
-            int j = lane + 32 * e;
-            if (j < hd) acc[e] = acc[e] * c + pw * kv(1, e);
+        for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+            for (int i = 0; i < PQ; i++) s[i] += __shfl_xor_sync(0xFFFFFFFFu, s[i], o);
+        float mn = mx;
+#pragma unroll
+        for (int i = 0; i < PQ; i++) {
+            s[i] *= scale;
+            if (in_run(p0, i)) mn = fmaxf(mn, s[i]);
+        }
+        const float c = expf(mx - mn); /* (0 at the run's first visit: mx is -inf) */
+        sum *= c;
+#pragma unroll
+        for (int e = 0; e < EP; e++) acc[e].x *= c, acc[e].y *= c;
+#pragma unroll
+        for (int i = 0; i < PQ; i++) {
+            if (!in_run(p0, i)) continue;
+            const float pw = expf(s[i] - mn);
+            sum += pw;
+#pragma unroll
+            for (int e = 0; e < EP; e++) {
+                float2 v = kv_f2(vf[i][e]);
+                acc[e].x += pw * v.x, acc[e].y += pw * v.y;
+            }
         }
         mx = mn;
     };
-    /* the first NP positions: preloaded, or loaded now */
-#pragma unroll
-    for (int i = 0; i < NP && p < p_end; i++, p += ATT_WARPS) {
-        if (pre[i]) visit([&](int which, int e) { return which ? pv[i][e] : pk[i][e]; });
-        else visit(from_cache(p));
+    /* the first PQ positions: preloaded, or loaded now */
+    if (p < p_end) { /* (a short run leaves the last warps without one) */
+        load(p, [&](int i) { return !pre[i] && in_run(p, i); });
+        visit(p);
     }
-    for (; p < p_end; p += ATT_WARPS) visit(from_cache(p));
+    for (p += (int64_t)ATT_WARPS * PQ; p < p_end; p += (int64_t)ATT_WARPS * PQ) {
+        load(p, [&](int i) { return in_run(p, i); });
+        visit(p);
+    }
     __shared__ float s_mx[ATT_WARPS], s_sum[ATT_WARPS];
     __shared__ float s_acc[ATT_WARPS][32 * E];
     __shared__ bool s_last;
@@ -257,7 +303,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         s_sum[warp] = sum;
     }
 #pragma unroll
-    for (int e = 0; e < E; e++) s_acc[warp][lane + 32 * e] = acc[e];
+    for (int e = 0; e < EP; e++) s_acc[warp][2 * lane + 64 * e] = acc[e].x, s_acc[warp][2 * lane + 64 * e + 1] = acc[e].y;
     __syncthreads();
     float M = -INFINITY;
     for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, s_mx[w]);
@@ -1272,7 +1318,8 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
                                  const mtplx_cuda_step *dyn, bool pdl,
                                  const mtplx_cuda_attn_scratch *scr, int64_t group_from,
                                  int64_t at) {
-    if (head_dim > 32 * ATT_MAXE || n_head % n_head_kv != 0) return cudaErrorInvalidValue;
+    /* (attn_kernel takes element pairs; a rotary model's head_dim is even) */
+    if (head_dim > 32 * ATT_MAXE || head_dim % 2 || n_head % n_head_kv != 0) return cudaErrorInvalidValue;
     if (n_tok <= 0) return cudaSuccess;
     const int64_t from = mtplx_cuda_attention_group_from(group_from, n_tok, head_dim, kv_type, k, v);
     const bool by_head = mtplx_cuda_attn_by_head(at, from), by_group = mtplx_cuda_attn_by_group(at, n_tok, from);
