@@ -29,7 +29,6 @@ extern "C" {
 #include <cuda_fp16.h>
 #include <type_traits>
 #include <limits.h>
-#include <stdlib.h>
 #include <math.h>
 
 namespace {
@@ -179,8 +178,8 @@ __device__ __forceinline__ float2 kv_f2(float2 f) { return f; }
  * holds 8 elements of a row. */
 template <int E> __host__ __device__ constexpr int attn_pq() { return E <= 4 ? 4 : 2; }
 
-template <bool F16, bool EARLY, int E, int PQ = attn_pq<E>(), bool PF = false>
-__global__ void __launch_bounds__(ATT_WARPS * 32, F16 ? (PQ > 4 || PF ? 3 : 4) : 1) /* (F16: 4 blocks an SM) */
+template <bool F16, bool EARLY, int E>
+__global__ void __launch_bounds__(ATT_WARPS * 32, F16 ? 4 : 1) /* (F16: 4 blocks an SM) */
     attn_kernel(const float *__restrict__ q, int n_head, int n_head_kv, int hd,
                 const void *__restrict__ K, const void *__restrict__ V, int64_t pos0, float scale,
                 float *__restrict__ out, const mtplx_cuda_step *__restrict__ dyn,
@@ -196,7 +195,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, F16 ? (PQ > 4 || PF ? 3 : 4) :
      * so those rows were written by kernels that have completed; q and the
      * step's own rows (the q/k prep's) only after the wait. The arithmetic
      * is the same on the same values either way: the same bits. */
-    constexpr int EP = E / 2; /* pairs a lane */
+    constexpr int PQ = attn_pq<E>(), EP = E / 2; /* positions at once, pairs a lane */
     pdl_trigger(); /* (launch_k) */
     if constexpr (!EARLY) pdl_wait();
     const bool early = EARLY && dyn != nullptr;
@@ -218,20 +217,17 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, F16 ? (PQ > 4 || PF ? 3 : 4) :
     int64_t p = sp * len + warp;
     /* the K and V pairs of positions p + 8 i (i < PQ) that pass ok(i) */
     kv_pair<F16> kf[PQ][EP] = {}, vf[PQ][EP] = {};
-    /* (PF: the next pass's loads, issued before this pass's arithmetic) */
-    kv_pair<F16> kn[PF ? PQ : 1][PF ? EP : 1];
-    auto load_to = [&](auto &kd, auto &vd, int64_t p0, auto ok) {
+    auto load = [&](int64_t p0, auto ok) {
 #pragma unroll
         for (int i = 0; i < PQ; i++) {
             size_t base = (size_t)(p0 + (int64_t)ATT_WARPS * i) * row + off;
 #pragma unroll
             for (int e = 0; e < EP; e++) {
                 int j = 2 * lane + 64 * e;
-                if (ok(i) && j < hd) kd[i][e] = kv_load2<F16>(K, base + j), vd[i][e] = kv_load2<F16>(V, base + j);
+                if (ok(i) && j < hd) kf[i][e] = kv_load2<F16>(K, base + j), vf[i][e] = kv_load2<F16>(V, base + j);
             }
         }
     };
-    auto load = [&](int64_t p0, auto ok) { load_to(kf, vf, p0, ok); };
     auto in_run = [&](int64_t p0, int i) { return p0 + (int64_t)ATT_WARPS * i < p_end; };
     bool pre[PQ] = {};
     if constexpr (EARLY) {
@@ -290,30 +286,14 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, F16 ? (PQ > 4 || PF ? 3 : 4) :
         }
         mx = mn;
     };
-    /* the first PQ positions: preloaded, or loaded now; then pass by pass
-     * (PF: the next pass's loads go out before this pass's arithmetic) */
+    /* the first PQ positions: preloaded, or loaded now */
     if (p < p_end) { /* (a short run leaves the last warps without one) */
         load(p, [&](int i) { return !pre[i] && in_run(p, i); });
-        if constexpr (PF) {
-            kv_pair<F16> vn[PQ][EP];
-            for (;;) {
-                const int64_t pn = p + (int64_t)ATT_WARPS * PQ;
-                if (pn < p_end) load_to(kn, vn, pn, [&](int i) { return in_run(pn, i); });
-                visit(p);
-                p = pn;
-                if (p >= p_end) break;
-#pragma unroll
-                for (int i = 0; i < PQ; i++)
-#pragma unroll
-                    for (int e = 0; e < EP; e++) kf[i][e] = kn[i][e], vf[i][e] = vn[i][e];
-            }
-        } else {
-            visit(p);
-            for (p += (int64_t)ATT_WARPS * PQ; p < p_end; p += (int64_t)ATT_WARPS * PQ) {
-                load(p, [&](int i) { return in_run(p, i); });
-                visit(p);
-            }
-        }
+        visit(p);
+    }
+    for (p += (int64_t)ATT_WARPS * PQ; p < p_end; p += (int64_t)ATT_WARPS * PQ) {
+        load(p, [&](int i) { return in_run(p, i); });
+        visit(p);
     }
     __shared__ float s_mx[ATT_WARPS], s_sum[ATT_WARPS];
     __shared__ float s_acc[ATT_WARPS][32 * E];
@@ -361,22 +341,10 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, F16 ? (PQ > 4 || PF ? 3 : 4) :
 }
 
 /* attn_kernel's instance for E elements a lane, an F16 or F32 cache, early
- * loads or not; for E = 4 (measurements): MTPLX_CUDA_ATTN_PQ=8 takes 8
- * positions a warp at once, MTPLX_CUDA_ATTN_PF=1 issues a pass's loads
- * before the pass before it is folded in */
-template <int E, int PQ = attn_pq<E>(), bool PF = false> auto attn_kernel_for(bool f16, bool early) {
-    return f16 ? (early ? attn_kernel<true, true, E, PQ, PF> : attn_kernel<true, false, E, PQ, PF>)
-               : (early ? attn_kernel<false, true, E, PQ, PF> : attn_kernel<false, false, E, PQ, PF>);
-}
-static int env_int(const char *name) {
-    const char *v = getenv(name);
-    return v ? atoi(v) : 0;
-}
-auto attn_kernel_pick(int head_dim, bool f16, bool early) {
-    static const int pq = env_int("MTPLX_CUDA_ATTN_PQ"), pf = env_int("MTPLX_CUDA_ATTN_PF");
-    if (head_dim > 32 * 4) return attn_kernel_for<ATT_MAXE>(f16, early);
-    if (pq == 8) return pf ? attn_kernel_for<4, 8, true>(f16, early) : attn_kernel_for<4, 8, false>(f16, early);
-    return pf ? attn_kernel_for<4, 4, true>(f16, early) : attn_kernel_for<4>(f16, early);
+ * loads or not */
+template <int E> auto attn_kernel_for(bool f16, bool early) {
+    return f16 ? (early ? attn_kernel<true, true, E> : attn_kernel<true, false, E>)
+               : (early ? attn_kernel<false, true, E> : attn_kernel<false, false, E>);
 }
 
 /* ---- step attention by KV head (attn_group_kernel) ----
@@ -1383,7 +1351,7 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
         const bool f16 = kv_type == MTPLX_TYPE_F16, early = sa.head_early;
         /* E = 4 where head_dim allows: fewer registers, more blocks an SM
          * (the loops skip elements past head_dim either way: same bits) */
-        auto kern = attn_kernel_pick(head_dim, f16, early);
+        auto kern = head_dim <= 32 * 4 ? attn_kernel_for<4>(f16, early) : attn_kernel_for<ATT_MAXE>(f16, early);
         e = launch_k(pdl, kern, grid,
                      dim3(ATT_WARPS * 32), 0, s, q, n_head, n_head_kv, head_dim, k, v, pos0, scale,
                      out, dyn, sa);
