@@ -47,9 +47,9 @@ __device__ __forceinline__ float kv_load(const void *base, size_t idx) {
 }
 
 /* Block (head h, token t, split sp): warps take cache positions round-robin,
- * each with its own running max / sum / output (online softmax); lanes split
- * head_dim (element lane + 32 e). The warps' partial results are merged at
- * the end.
+ * a few at once, each warp with its own running max / sum / output (online
+ * softmax); lanes split head_dim (element pairs). The warps' partial results
+ * are merged at the end.
  *
  * Long contexts: one block a (token, head) is 16 blocks for a 0.6B decode
  * step, each walking every cached position, a dependent load or two a
@@ -1025,7 +1025,7 @@ __global__ void __launch_bounds__(AM_WARPS * 32, 3)
  * l takes key l of the tile against the warp's queries (K rows padded to
  * hd + 1 floats, so the 32 lanes read 32 banks). Then per query an online
  * softmax update (running max, sum, rescaled output) and P.V with lanes
- * splitting head_dim (element lane + 32 e, as attn_kernel). Every query sees
+ * splitting head_dim (element lane + 32 e). Every query sees
  * key 0, so a running max is finite from the first tile on, and keys it must
  * not see (the causal mask, positions past the block's last query) weigh
  * exactly 0. */
@@ -1349,8 +1349,8 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
         mtplx_cuda_attn_split sa = split(false);
         dim3 grid((unsigned)n_head, (unsigned)n_tok, (unsigned)sa.splits);
         const bool f16 = kv_type == MTPLX_TYPE_F16, early = sa.head_early;
-        /* E = 4 where head_dim allows: fewer registers, more blocks an SM
-         * (the loops skip elements past head_dim either way: same bits) */
+        /* E = 4 where head_dim allows: fewer registers, more blocks an SM,
+         * 4 positions a warp at once (E = 8: 2) */
         auto kern = head_dim <= 32 * 4 ? attn_kernel_for<4>(f16, early) : attn_kernel_for<ATT_MAXE>(f16, early);
         e = launch_k(pdl, kern, grid,
                      dim3(ATT_WARPS * 32), 0, s, q, n_head, n_head_kv, head_dim, k, v, pos0, scale,

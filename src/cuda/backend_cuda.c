@@ -733,7 +733,7 @@ static void cu_attention(mtplx_backend *be, const float *q, int64_t n_tok, int n
         cap_attn_range(c, pos0, n_tok,
                        mtplx_cuda_attention_group_from(c->paths.attn_group_from, n_tok, head_dim,
                                                        kv_type, k, v));
-        /* attn_kernel's early cache loads (a captured step's first two
+        /* attn_kernel's early cache loads (a captured step's first pass of
          * positions a warp, before its PDL wait): by default in every
          * decode step, and in a verify step right after a Q/K/V GEMV that
          * let the kernels after it launch at once. On an H200

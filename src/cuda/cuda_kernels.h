@@ -342,7 +342,7 @@ typedef struct {
     /* attn_mma_kernel, in a captured step (dyn set): stage cache rows
      * before the step's position ahead of the PDL wait */
     int early;
-    /* attn_kernel, in a captured step: the same for its first two
+    /* attn_kernel, in a captured step: the same for its first pass of
      * positions a warp (scratch's head_early) */
     int head_early;
 } mtplx_cuda_attn_split;
