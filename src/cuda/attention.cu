@@ -29,7 +29,6 @@ extern "C" {
 #include <cuda_fp16.h>
 #include <type_traits>
 #include <limits.h>
-#include <stdlib.h>
 #include <math.h>
 
 namespace {
@@ -179,31 +178,7 @@ __device__ __forceinline__ float2 kv_f2(float2 f) { return f; }
  * holds 8 elements of a row. */
 template <int E> __host__ __device__ constexpr int attn_pq() { return E <= 4 ? 4 : 2; }
 
-/* CL (MTPLX_CUDA_ATTN_CLUSTER=1, measurements): a (token, head)'s split
- * blocks are one thread-block cluster (its z extent, at most
- * ATT_CLUSTER_MAX): each leaves its run's partial in its own shared memory,
- * and block 0 of the cluster merges them there (distributed shared memory)
- * between two cluster barriers, instead of a global fence, a counter and
- * the partials read back through L2 */
-constexpr int ATT_CLUSTER_MAX = 8;
-__device__ __forceinline__ void cluster_sync_all() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-#endif
-}
-/* the address of this block's shared-memory variable p in block `rank` of
- * the cluster, as a generic pointer */
-__device__ __forceinline__ const float *cluster_peer(const float *p, int rank) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    uint64_t r;
-    asm volatile("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"((uint64_t)p), "r"(rank));
-    return (const float *)r;
-#else
-    return p;
-#endif
-}
-
-template <bool F16, bool EARLY, int E, bool CL = false>
+template <bool F16, bool EARLY, int E>
 __global__ void __launch_bounds__(ATT_WARPS * 32, F16 ? 4 : 1) /* (F16: 4 blocks an SM) */
     attn_kernel(const float *__restrict__ q, int n_head, int n_head_kv, int hd,
                 const void *__restrict__ K, const void *__restrict__ V, int64_t pos0, float scale,
@@ -231,9 +206,6 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, F16 ? 4 : 1) /* (F16: 4 blocks
     int ns = attn_splits(n_kv, sa);
     if (sp >= ns || n_kv >= sa.from) { /* (the latter: attn_group_kernel's row) */
         if constexpr (EARLY) pdl_wait(); /* (the wait keeps "completed" transitive) */
-        /* (CL: an idle block of a split row still takes both barriers; a
-         * row of the other kernel idles its whole cluster) */
-        if (CL && ns > 1 && n_kv < sa.from) cluster_sync_all(), cluster_sync_all();
         return;
     }
     /* runs of len = ceil(n_kv / ns) positions; none is empty: n_kv >
@@ -345,9 +317,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, F16 ? 4 : 1) /* (F16: 4 blocks
     /* ns == 1: the output; else this run's partial (max, sum, output
      * relative to the max) at mine */
     size_t stride = (size_t)hd + 2;
-    __shared__ float s_part[2 + 32 * E]; /* (CL) */
-    float *part = ns == 1 || CL ? nullptr : sa.part + ((size_t)t * n_head + h) * (size_t)sa.splits * stride;
-    float *mine = ns == 1 ? nullptr : CL ? s_part : part + (size_t)sp * stride;
+    float *part = ns == 1 ? nullptr : sa.part + ((size_t)t * n_head + h) * (size_t)sa.splits * stride;
+    float *mine = ns == 1 ? nullptr : part + (size_t)sp * stride;
     const float inv = 1.f / tot;
     for (int j = threadIdx.x; j < hd; j += blockDim.x) {
         float v = 0.f;
@@ -358,35 +329,6 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, F16 ? 4 : 1) /* (F16: 4 blocks
     }
     if (ns == 1) return;
     if (threadIdx.x == 0) mine[0] = M, mine[1] = tot;
-    if constexpr (CL) {
-        /* block sp of the cluster is its rank (cluster (1, 1, splits)) */
-        cluster_sync_all();
-        if (sp == 0 && warp == 0) {
-            /* attn_merge_warp's arithmetic, ns <= 8 runs from the peers */
-            float m0 = lane < ns ? cluster_peer(s_part, lane)[0] : -INFINITY;
-            float s0 = lane < ns ? cluster_peer(s_part, lane)[1] : 0.f;
-            float Mx = m0;
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) Mx = fmaxf(Mx, __shfl_xor_sync(0xFFFFFFFFu, Mx, o));
-            const float f0 = lane < ns ? expf(m0 - Mx) : 0.f;
-            const float rinv = 1.f / warp_sum(s0 * f0);
-            float v[E];
-#pragma unroll
-            for (int d = 0; d < E; d++) v[d] = 0.f;
-            for (int i = 0; i < ns; i++) {
-                const float fi = __shfl_sync(0xFFFFFFFFu, f0, i);
-                const float *pp = cluster_peer(s_part, i) + 2;
-#pragma unroll
-                for (int d = 0; d < E; d++)
-                    if (lane + 32 * d < hd) v[d] += pp[lane + 32 * d] * fi;
-            }
-#pragma unroll
-            for (int d = 0; d < E; d++)
-                if (lane + 32 * d < hd) op[lane + 32 * d] = v[d] * rinv;
-        }
-        cluster_sync_all(); /* (the peers' shared memory lives until the merge is done) */
-        return;
-    }
     __threadfence();
     __syncthreads();
     int *cnt = sa.cnt + t * n_head + h;
@@ -400,9 +342,9 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, F16 ? 4 : 1) /* (F16: 4 blocks
 
 /* attn_kernel's instance for E elements a lane, an F16 or F32 cache, early
  * loads or not */
-template <int E, bool CL = false> auto attn_kernel_for(bool f16, bool early) {
-    return f16 ? (early ? attn_kernel<true, true, E, CL> : attn_kernel<true, false, E, CL>)
-               : (early ? attn_kernel<false, true, E, CL> : attn_kernel<false, false, E, CL>);
+template <int E> auto attn_kernel_for(bool f16, bool early) {
+    return f16 ? (early ? attn_kernel<true, true, E> : attn_kernel<true, false, E>)
+               : (early ? attn_kernel<false, true, E> : attn_kernel<false, false, E>);
 }
 
 /* ---- step attention by KV head (attn_group_kernel) ----
@@ -1409,26 +1351,10 @@ cudaError_t mtplx_cuda_attention(cudaStream_t s, const float *q, int64_t n_tok, 
         const bool f16 = kv_type == MTPLX_TYPE_F16, early = sa.head_early;
         /* E = 4 where head_dim allows: fewer registers, more blocks an SM,
          * 4 positions a warp at once (E = 8: 2) */
-        static const bool cl = getenv("MTPLX_CUDA_ATTN_CLUSTER") && atoi(getenv("MTPLX_CUDA_ATTN_CLUSTER")) == 1;
-        if (cl && sa.splits > 1) {
-            if (sa.splits > ATT_CLUSTER_MAX) sa.splits = ATT_CLUSTER_MAX;
-            grid.z = (unsigned)sa.splits;
-            auto kern = head_dim <= 32 * 4 ? attn_kernel_for<4, true>(f16, early)
-                                           : attn_kernel_for<ATT_MAXE, true>(f16, early);
-            cudaLaunchConfig_t cfg = {};
-            cfg.gridDim = grid, cfg.blockDim = dim3(ATT_WARPS * 32), cfg.dynamicSmemBytes = 0, cfg.stream = s;
-            cudaLaunchAttribute at[2];
-            at[0].id = cudaLaunchAttributeClusterDimension;
-            at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = grid.z;
-            at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            at[1].val.programmaticStreamSerializationAllowed = 1;
-            cfg.attrs = at, cfg.numAttrs = pdl && pdl_device() ? 2 : 1;
-            e = cudaLaunchKernelEx(&cfg, kern, q, n_head, n_head_kv, head_dim, k, v, pos0, scale, out, dyn, sa);
-        } else {
-            auto kern = head_dim <= 32 * 4 ? attn_kernel_for<4>(f16, early) : attn_kernel_for<ATT_MAXE>(f16, early);
-            e = launch_k(pdl, kern, grid, dim3(ATT_WARPS * 32), 0, s, q, n_head, n_head_kv, head_dim, k,
-                         v, pos0, scale, out, dyn, sa);
-        }
+        auto kern = head_dim <= 32 * 4 ? attn_kernel_for<4>(f16, early) : attn_kernel_for<ATT_MAXE>(f16, early);
+        e = launch_k(pdl, kern, grid,
+                     dim3(ATT_WARPS * 32), 0, s, q, n_head, n_head_kv, head_dim, k, v, pos0, scale,
+                     out, dyn, sa);
         pdl = true;
     }
     if (by_group && e == cudaSuccess && am_ok(head_dim, kv_type == MTPLX_TYPE_F16) &&
