@@ -3,7 +3,7 @@
  *
  * A step (decode, or a verify step of at most MTPLX_CUDA_STEP_ROWS rows):
  * one block per (token, head) with an online softmax per warp (attn_kernel),
- * or for a row of 640 positions or more one per KV head serving all the
+ * or for a row of 768 positions or more one per KV head serving all the
  * step's queries of its group (MTPLX_CUDA_ATTN_GROUP=N moves the threshold):
  * attn_mma_kernel on tensor cores for an F16 cache and head_dim 64 or 128,
  * attn_group_kernel otherwise; all split a long context over blocks

@@ -117,7 +117,7 @@
  * MTPLX_CUDA_PDL=0 turns all of it off (bench/RESULTS.md section 21).
  *
  * The step's attention takes one kernel for rows of fewer than
- * paths.attn_group_from positions (640 unless MTPLX_CUDA_ATTN_GROUP says
+ * paths.attn_group_from positions (768 unless MTPLX_CUDA_ATTN_GROUP says
  * otherwise) and another from there on (attention.cu; both where a step
  * straddles it). So a graph captured at one position may launch other
  * kernels than a plain step would at another: each capture keeps the step

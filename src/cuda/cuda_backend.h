@@ -125,9 +125,11 @@ typedef struct mtplx_cuda_paths {
 } mtplx_cuda_paths;
 /* The default attn_group_from: about where a block per KV head (on tensor
  * cores, attn_mma_kernel) starts to win on an H200 (bench/RESULTS.md
- * sections 34 and 43: 3-5% faster decode steps at 640-900 positions for
- * 0.6B and 1.7B BF16, -0.6% to 1.3% for 8B, verify steps cheaper for all) */
-#define MTPLX_CUDA_ATTN_GROUP_FROM 640
+ * section 45: below 768 positions attn_kernel's decode and verify steps are
+ * cheaper at 0.6B and 8B BF16; from 768 on its decode steps still are, by
+ * 1.5-5.5%, but its 8-row steps cost 2-8% more and its 4-row steps about
+ * the same) */
+#define MTPLX_CUDA_ATTN_GROUP_FROM 768
 /* A batched verification step of several generations (mtplx_gen_step_many)
  * keeps all its logits, so it has at most MTPLX_LOGITS_ROWS (32) rows: from
  * 33 rows on a forward is a prefill chunk. Below that every matmul takes the
